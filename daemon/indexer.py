@@ -1,0 +1,202 @@
+"""Bringing the index in line with the files: scan, compare, read, write.
+
+One refresh at a time (a lock), over a scope: every root, or some files and
+directories inside them. A refresh walks the scope (list + stat only), compares size
+and ``mtime_ns`` with the index's metadata, reads only what changed, and writes in
+batches of one transaction each. Reading the next batch (worker threads) overlaps with
+writing the previous one (the single writer thread), and SQLite releases the GIL while
+it works, so the two proceed in parallel. A refresh that finds nothing changed writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Final
+
+import anyio
+import anyio.to_thread
+from kbindex.daemon import textfile
+from kbindex.daemon.health import Health
+from kbindex.daemon.ignore import IgnoreRules
+from kbindex.daemon.roots import Located, Roots
+from kbindex.daemon.scanner import Seen, Walk, walk
+from kbindex.daemon.store import Store, Update
+from kbindex.proto.messages import ScanProgress
+
+log = logging.getLogger(__name__)
+
+BATCH_FILES: Final = 500
+BATCH_BYTES: Final = 32 << 20
+
+ProgressCallback = Callable[[ScanProgress], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    seen: int
+    changed: int
+    removed: int
+    errors: int
+    seconds: float
+
+
+class Indexer:
+    def __init__(
+        self, store: Store, roots: Roots, rules: IgnoreRules, health: Health, max_file_bytes: int
+    ) -> None:
+        self.store = store
+        self.roots = roots
+        self.rules = rules
+        self.health = health
+        self.max_file_bytes = max_file_bytes
+        self._job = anyio.Lock()
+        self._writer = anyio.CapacityLimiter(1)
+
+    async def _write(self, fn: Callable[..., object], *args: object) -> object:
+        return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._writer)
+
+    async def refresh(
+        self,
+        scope: Sequence[Located] | None = None,
+        *,
+        full: bool = False,
+        on_progress: ProgressCallback | None = None,
+    ) -> Outcome:
+        """Refresh ``scope`` (None: every root). ``full`` re-reads unchanged files too."""
+        async with self._job:
+            started = time.monotonic()
+            progress = ScanProgress(phase="scanning", done=0, total=0, started_at=time.time())
+            self.health.progress = progress
+            try:
+                outcome = await self._refresh(scope, full, on_progress, started)
+            finally:
+                self.health.progress = None
+            if scope is None:
+                self.health.last_scan_at = time.time()
+                self.health.last_scan_seconds = outcome.seconds
+            log.info(
+                "refresh of %s: %d files seen, %d changed, %d removed, %d errors in %.2f s",
+                "every root" if scope is None else f"{len(scope)} path(s)",
+                outcome.seen,
+                outcome.changed,
+                outcome.removed,
+                outcome.errors,
+                outcome.seconds,
+            )
+            return outcome
+
+    async def _refresh(
+        self,
+        scope: Sequence[Located] | None,
+        full: bool,
+        on_progress: ProgressCallback | None,
+        started: float,
+    ) -> Outcome:
+        targets = scope if scope is not None else [Located(r, r, "") for r in self.roots]
+        seen: dict[str, Seen] = {}
+        unlisted: list[str] = []
+        for target in targets:
+            result: Walk = await anyio.to_thread.run_sync(
+                walk, target.root, target.path, self.rules
+            )
+            seen.update(result.files)
+            unlisted += [p for p, _ in result.problems]
+            for path, reason in result.problems:
+                self.health.error(path, f"cannot list directory: {reason}")
+            if target.path == target.root:
+                root_health = self.health.root(str(target.root))
+                root_health.state = "missing" if result.root_missing else "ok"
+                root_health.detail = "root directory does not exist" if result.root_missing else ""
+                root_health.last_scan_at = time.time()
+        prefixes = None if scope is None else [str(t.path) for t in targets]
+        known = await anyio.to_thread.run_sync(self.store.known, prefixes, limiter=self._writer)
+        changed = [
+            s
+            for path, s in seen.items()
+            if full
+            or (k := known.get(path)) is None
+            or k.size != s.size
+            or k.mtime_ns != s.mtime_ns
+        ]
+        # A directory that could not be listed says nothing about its files: keep them.
+        removed = [
+            p for p in known if p not in seen and not any(p.startswith(u + "/") for u in unlisted)
+        ]
+        total = len(changed)
+        progress = ScanProgress(phase="indexing", done=0, total=total, started_at=time.time())
+        self.health.progress = progress
+        if on_progress is not None:
+            await on_progress(progress)
+        if removed:
+            await self._write(self.store.apply, [], removed)
+        errors = 0
+        done = 0
+        batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
+        send, receive = batches
+
+        async def read_ahead() -> None:
+            async with send:
+                for batch in _batches(changed):
+                    updates, vanished = await anyio.to_thread.run_sync(self._read_batch, batch)
+                    await send.send((updates, vanished, len(batch)))
+
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(read_ahead)
+            async for updates, vanished, count in receive:
+                errors += sum(
+                    1
+                    for _, o in updates
+                    if isinstance(o, textfile.Skipped)
+                    and o.reason == textfile.SkipReason.UNREADABLE
+                )
+                await self._write(self.store.apply, updates, [p for p in vanished if p in known])
+                done += count
+                progress = ScanProgress(
+                    phase="indexing", done=done, total=total, started_at=progress.started_at
+                )
+                self.health.progress = progress
+                if on_progress is not None:
+                    await on_progress(progress)
+        return Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
+
+    def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
+        updates: list[Update] = []
+        vanished: list[str] = []
+        for seen in batch:
+            try:
+                outcome = textfile.load(seen.path, self.max_file_bytes)
+            except textfile.Vanished:
+                vanished.append(seen.path)
+                continue
+            if isinstance(outcome, textfile.Skipped) and outcome.reason in (
+                textfile.SkipReason.UNREADABLE,
+                textfile.SkipReason.UNDECODABLE,
+            ):
+                self.health.error(seen.path, f"{outcome.reason}: {outcome.detail}")
+                log.warning("skipping %s: %s (%s)", seen.path, outcome.reason, outcome.detail)
+            updates.append((seen, outcome))
+        return updates, vanished
+
+    def resolve_scope(self, paths: Sequence[str]) -> list[Located]:
+        """Client-given paths to refresh, each resolved inside a root (raises OutsideRoots)."""
+        return [self.roots.resolve(p) for p in paths]
+
+
+def _batches(items: list[Seen]) -> list[list[Seen]]:
+    batches: list[list[Seen]] = []
+    current: list[Seen] = []
+    size = 0
+    for item in items:
+        current.append(item)
+        size += item.size
+        if len(current) >= BATCH_FILES or size >= BATCH_BYTES:
+            batches.append(current)
+            current, size = [], 0
+    if current:
+        batches.append(current)
+    return batches

@@ -1,0 +1,105 @@
+"""One daemon per socket and per index: lock files, the private socket directory and
+stale socket files.
+
+Trigger: two daemons on one socket or one database would fight over both. The lock
+is an ``flock`` held for the daemon's life, so it is released by the kernel when the
+process dies, however it dies: a socket file that exists while nobody holds the lock
+was left by a dead daemon and is removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import stat
+from pathlib import Path
+from types import TracebackType
+
+log = logging.getLogger(__name__)
+
+
+class AlreadyRunning(Exception):
+    """Another kbindexd holds the lock for this socket or state directory."""
+
+
+class UnsafeDirectory(Exception):
+    """The socket's directory is owned by someone else or open to other users."""
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create ``path`` with mode 0700, or check that an existing one is ours and private."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid():
+        raise UnsafeDirectory(f"{path} belongs to uid {st.st_uid}, not to you")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, 0o700)
+
+
+class _FileLock:
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                holder = self.path.read_text(encoding="ascii", errors="replace").strip()
+                raise AlreadyRunning(
+                    f"another kbindexd (pid {holder or '?'}) is already using {self.what}"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class Instance:
+    """Context manager holding both locks and clearing a stale socket file."""
+
+    def __init__(self, socket_path: Path, state_dir: Path, *, owns_socket: bool = True) -> None:
+        self.socket_path = socket_path
+        self.owns_socket = owns_socket
+        self._locks = [
+            _FileLock(socket_path.with_name(socket_path.name + ".lock"), f"socket {socket_path}"),
+            _FileLock(state_dir / "kbindexd.lock", f"state directory {state_dir}"),
+        ]
+        self.state_dir = state_dir
+
+    def __enter__(self) -> Instance:
+        ensure_private_dir(self.socket_path.parent)
+        self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        acquired: list[_FileLock] = []
+        try:
+            for lock in self._locks:
+                lock.acquire()
+                acquired.append(lock)
+        except BaseException:
+            for lock in acquired:
+                lock.release()
+            raise
+        if self.owns_socket and os.path.lexists(self.socket_path):
+            log.warning("removing stale socket %s left by a daemon that died", self.socket_path)
+            os.unlink(self.socket_path)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for lock in self._locks:
+            lock.release()

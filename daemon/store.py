@@ -1,0 +1,248 @@
+"""The index database: schema, migrations, the single writer and the reader pool.
+
+One SQLite file in WAL mode. Exactly one writer connection exists, and the indexer
+uses it from one thread at a time (behind a CapacityLimiter(1)); every batch is one
+transaction, so a crash leaves either the whole batch or none of it. Searches use
+their own read-only connections from a small pool, so they are never blocked by
+indexing and see the index as of the last committed batch.
+
+A database that cannot be opened or fails ``PRAGMA quick_check``, or that was written
+by a newer schema version, is moved aside (kept for inspection) and rebuilt from the
+files: the index is derived data, the files are the truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from kbindex.daemon.scanner import Seen
+from kbindex.daemon.textfile import Loaded, Skipped
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 1
+TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+
+_SCHEMA_V1: Final = f"""
+CREATE TABLE files(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    root TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    indexed_at REAL NOT NULL,
+    encoding TEXT,
+    skip_reason TEXT,
+    skip_detail TEXT
+);
+CREATE INDEX files_root_relpath ON files(root, relpath);
+CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}');
+"""
+
+# Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
+# altered in place, so migrations that change it drop it and forget the files'
+# metadata: the next scan re-reads everything.
+MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1}
+
+
+class IndexUnusable(Exception):
+    """The database file is corrupt or from a newer version."""
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    id: int
+    size: int
+    mtime_ns: int
+
+
+Update = tuple[Seen, Loaded | Skipped]
+
+
+def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+        )
+    else:
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+class Store:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.recovered = ""
+        self._writer: sqlite3.Connection | None = None
+        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Open (creating or migrating) the database; rebuild it if it is unusable."""
+        self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self._writer = self._open_checked()
+        except IndexUnusable as exc:
+            kept = self._move_aside()
+            self.recovered = f"{exc}; the old file was kept as {kept}"
+            log.warning("index database unusable (%s): moved to %s, rebuilding", exc, kept)
+            self._writer = self._open_checked()
+
+    def _open_checked(self) -> sqlite3.Connection:
+        try:
+            conn = _connect(self.db_path, readonly=False)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise IndexUnusable(f"quick_check failed: {check[0] if check else 'no answer'}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise IndexUnusable(
+                    f"schema version {version} is newer than this kbindexd ({SCHEMA_VERSION})"
+                )
+            self._migrate(conn, version)
+            conn.execute("SELECT count(*) FROM files").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise IndexUnusable(str(exc)) from None
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            log.info("migrating index schema to version %d", target)
+            try:
+                script = MIGRATIONS[target]
+                conn.executescript(
+                    f"BEGIN IMMEDIATE; {script}; PRAGMA user_version = {target}; COMMIT;"
+                )
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{self.db_path}{suffix}")
+            if src.exists():
+                os.replace(src, Path(f"{kept}{suffix}"))
+        return kept
+
+    def close(self) -> None:
+        if self._writer is not None:
+            with suppress(sqlite3.Error):
+                self._writer.execute("PRAGMA optimize")
+            self._writer.close()
+            self._writer = None
+        while True:
+            try:
+                self._readers.get_nowait().close()
+            except queue.Empty:
+                break
+
+    @property
+    def writer(self) -> sqlite3.Connection:
+        if self._writer is None:
+            raise RuntimeError("store is not open")
+        return self._writer
+
+    @contextmanager
+    def reader(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection from the pool, returned to it afterwards."""
+        try:
+            conn = self._readers.get_nowait()
+        except queue.Empty:
+            conn = _connect(self.db_path, readonly=True)
+        try:
+            yield conn
+        finally:
+            conn.set_progress_handler(None, 0)
+            self._readers.put(conn)
+
+    # ------------------------------------------------------------ writer side
+
+    def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
+        """Metadata of every known file, or of those under the given absolute prefixes."""
+        conn = self.writer
+        sql = "SELECT path, id, size, mtime_ns FROM files"
+        rows: list[tuple[str, int, int, int]] = []
+        if prefixes is None:
+            rows = conn.execute(sql).fetchall()
+        else:
+            for prefix in prefixes:
+                rows += conn.execute(
+                    sql + " WHERE path = ? OR (path > ? AND path < ?)",
+                    (prefix, prefix + "/", prefix + "0"),  # '0' sorts right after '/'
+                ).fetchall()
+        return {p: Known(i, s, m) for p, i, s, m in rows}
+
+    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
+        """Write one batch in one transaction."""
+        conn = self.writer
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for path in deletes:
+                row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM docs WHERE rowid = ?", (row[0],))
+                    conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
+            for seen, outcome in updates:
+                row = conn.execute("SELECT id FROM files WHERE path = ?", (seen.path,)).fetchone()
+                if row is not None:
+                    conn.execute("DELETE FROM docs WHERE rowid = ?", (row[0],))
+                values: tuple[int, int, float, str | None, str | None, str | None]
+                if isinstance(outcome, Loaded):
+                    values = (outcome.size, outcome.mtime_ns, now, outcome.encoding, None, None)
+                else:
+                    values = (
+                        outcome.size or seen.size,
+                        outcome.mtime_ns or seen.mtime_ns,
+                        now,
+                        None,
+                        outcome.reason,
+                        outcome.detail,
+                    )
+                if row is None:
+                    cur = conn.execute(
+                        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
+                        " encoding, skip_reason, skip_detail) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (seen.path, seen.root, seen.relpath, *values),
+                    )
+                    file_id = cur.lastrowid
+                else:
+                    file_id = row[0]
+                    conn.execute(
+                        "UPDATE files SET size=?, mtime_ns=?, indexed_at=?, encoding=?,"
+                        " skip_reason=?, skip_detail=? WHERE id=?",
+                        (*values, file_id),
+                    )
+                if isinstance(outcome, Loaded):
+                    conn.execute(
+                        "INSERT INTO docs(rowid, name, title, body) VALUES (?,?,?,?)",
+                        (file_id, seen.relpath, outcome.title, outcome.text),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            with suppress(OSError):
+                total += os.stat(f"{self.db_path}{suffix}").st_size
+        return total

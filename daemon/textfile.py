@@ -1,0 +1,181 @@
+"""Turning a file on disk into indexable text, or a reason why not.
+
+Text detection is by content, not by name: a NUL byte or a high share of control
+characters in the first 8 KiB means binary. Decoding tries UTF-8 (with or without BOM),
+UTF-16 when a BOM says so, then cp1252 (which covers most legacy Western text and still
+rejects five undefined bytes). The encoding used is recorded with the document.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import stat
+from dataclasses import dataclass
+from typing import Final
+
+SAMPLE_BYTES: Final = 8192
+CONTROL_RATIO_LIMIT: Final = 0.10
+_CONTROL = frozenset(range(32)) - {9, 10, 12, 13, 27}
+
+
+class SkipReason:
+    """Why a file seen in a root is not in the index (stable strings, shown to users)."""
+
+    BINARY: Final = "binary"
+    TOO_LARGE: Final = "too_large"
+    UNDECODABLE: Final = "undecodable"
+    UNREADABLE: Final = "unreadable"
+    NOT_REGULAR: Final = "not_regular"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    text: str
+    encoding: str
+    title: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    reason: str
+    detail: str
+    size: int
+    mtime_ns: int
+
+
+class Vanished(Exception):
+    """The file disappeared between being listed and being read."""
+
+
+def load(path: str, max_bytes: int) -> Loaded | Skipped:
+    """Read ``path`` as text. Raises Vanished if it no longer exists.
+
+    The size and mtime returned are those of the opened file (fstat), taken before the
+    read: if the file changes while being read, its new mtime differs from the recorded
+    one and the next scan reads it again.
+    """
+    try:
+        # O_NONBLOCK: opening a FIFO that slipped past the scanner must not hang.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise Vanished(path) from None
+    except OSError as exc:
+        return Skipped(SkipReason.UNREADABLE, exc.strerror or str(exc), 0, 0)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Skipped(SkipReason.NOT_REGULAR, "not a regular file", 0, st.st_mtime_ns)
+        if st.st_size > max_bytes:
+            return Skipped(
+                SkipReason.TOO_LARGE,
+                f"{st.st_size} bytes, over the limit of {max_bytes}",
+                st.st_size,
+                st.st_mtime_ns,
+            )
+        try:
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = fh.read(max_bytes + 1)
+        except OSError as exc:
+            return Skipped(
+                SkipReason.UNREADABLE, exc.strerror or str(exc), st.st_size, st.st_mtime_ns
+            )
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        return Skipped(
+            SkipReason.TOO_LARGE, f"grew past the limit of {max_bytes}", len(data), st.st_mtime_ns
+        )
+    return decode(data, st.st_size, st.st_mtime_ns)
+
+
+def decode(data: bytes, size: int, mtime_ns: int) -> Loaded | Skipped:
+    text, encoding = _decode_bytes(data)
+    if text is None:
+        return Skipped(
+            SkipReason.BINARY if encoding == "binary" else SkipReason.UNDECODABLE,
+            encoding,
+            size,
+            mtime_ns,
+        )
+    return Loaded(
+        text=text, encoding=encoding, title=extract_title(text), size=size, mtime_ns=mtime_ns
+    )
+
+
+def _decode_bytes(data: bytes) -> tuple[str | None, str]:
+    if data.startswith(codecs.BOM_UTF8):
+        try:
+            return data[3:].decode("utf-8"), "utf-8-sig"
+        except UnicodeDecodeError:
+            return None, "invalid UTF-8 after a UTF-8 byte-order mark"
+    for bom, name in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            try:
+                return data[2:].decode(name), name
+            except UnicodeDecodeError:
+                return None, f"invalid {name} after a byte-order mark"
+    sample = data[:SAMPLE_BYTES]
+    if b"\x00" in sample:
+        return None, "binary"
+    if sample:
+        controls = sum(1 for b in sample if b in _CONTROL)
+        if controls / len(sample) > CONTROL_RATIO_LIMIT:
+            return None, "binary"
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("cp1252"), "cp1252"
+    except UnicodeDecodeError:
+        return None, "neither UTF-8 nor cp1252"
+
+
+_FRONT_MATTER_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
+_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+TITLE_SCAN_CHARS: Final = 4000
+
+
+def extract_title(text: str) -> str:
+    """The document's title: front-matter ``title:``, else the first ``# `` heading."""
+    head = text[:TITLE_SCAN_CHARS]
+    if head.startswith("---\n"):
+        end = head.find("\n---", 4)
+        if end != -1:
+            match = _FRONT_MATTER_TITLE.search(head, 4, end)
+            if match:
+                return match.group(1).strip("'\"")[:300]
+    match = _HEADING.search(head)
+    return match.group(1)[:300] if match else ""
+
+
+def line_slice(
+    text: str, start_line: int | None, end_line: int | None, max_chars: int
+) -> tuple[str, int, int, int, bool]:
+    """Lines ``start_line..end_line`` (1-based, inclusive) of ``text``, numbered.
+
+    Returns (numbered text, first line, last line, total lines, truncated). The output
+    stops at ``max_chars``; ``truncated`` says so.
+    """
+    lines = text.splitlines()
+    total = len(lines)
+    first = max(1, start_line or 1)
+    last = min(total, end_line if end_line is not None else total)
+    out: list[str] = []
+    used = 0
+    truncated = False
+    width = len(str(max(last, 1)))
+    line_no = first - 1
+    for line_no in range(first, last + 1):
+        row = f"{line_no:>{width}}| {lines[line_no - 1]}"
+        if used + len(row) + 1 > max_chars:
+            truncated = True
+            line_no -= 1
+            break
+        out.append(row)
+        used += len(row) + 1
+    return "\n".join(out), first, max(line_no, first - 1), total, truncated

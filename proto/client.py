@@ -1,0 +1,225 @@
+"""Async client for the kbindexd socket, shared by kbctl and kbindex-mcp.
+
+One connection carries many requests at once: each request gets a fresh id and a
+private reply channel; a reader task routes every reply to the channel of its id.
+
+    async with Client.connect() as client:
+        reply = await client.search("scheduler next task", limit=5)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import msgspec
+from anyio.abc import SocketStream
+from anyio.streams.memory import MemoryObjectSendStream
+from kbindex.proto import framing
+from kbindex.proto.address import resolve_socket_path
+from kbindex.proto.messages import (
+    PROTOCOL_VERSION,
+    AnyReply,
+    ErrorCode,
+    ErrorReply,
+    FindFiles,
+    FindFilesReply,
+    Hello,
+    HelloReply,
+    Ping,
+    Pong,
+    Progress,
+    ReadFile,
+    ReadFileReply,
+    Refresh,
+    RefreshReply,
+    Reply,
+    Request,
+    Search,
+    SearchReply,
+    Status,
+    StatusReply,
+    Why,
+    WhyReply,
+)
+
+R = TypeVar("R", bound=Reply)
+
+
+class ClientError(Exception):
+    """Base class of everything this client raises."""
+
+
+class DaemonUnavailable(ClientError):
+    """Raised when nothing answers on the socket (daemon not running, wrong path)."""
+
+    def __init__(self, socket_path: Path, cause: str) -> None:
+        super().__init__(
+            f"kbindexd is not running (no answer on {socket_path}: {cause}). "
+            "Start it with: kbindexd PATH  (or: systemctl --user start kbindexd.socket)"
+        )
+        self.socket_path = socket_path
+
+
+class ConnectionLost(ClientError):
+    """Raised for requests in flight when the daemon closes the connection."""
+
+
+class DaemonError(ClientError):
+    """The daemon answered with an error reply."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(AnyReply)
+
+
+class Client:
+    def __init__(self, stream: SocketStream, socket_path: Path) -> None:
+        self._stream = stream
+        self._reader = framing.FrameReader(stream, framing.MAX_REPLY_BYTES)
+        self._send_lock = anyio.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError]] = {}
+        self._closed: ClientError | None = None
+        self.socket_path = socket_path
+        self.server: HelloReply | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls, socket_path: str | os.PathLike[str] | None = None, *, client_name: str = ""
+    ) -> AsyncIterator[Client]:
+        path = resolve_socket_path(socket_path)
+        try:
+            stream = await anyio.connect_unix(path)
+        except OSError as exc:
+            raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
+        async with stream, anyio.create_task_group() as tg:
+            client = cls(stream, path)
+            tg.start_soon(client._read_loop)
+            try:
+                client.server = await client.hello(client_name)
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _read_loop(self) -> None:
+        cause: ClientError = ConnectionLost("kbindexd closed the connection")
+        try:
+            while True:
+                body = await self._reader.read()
+                if body is None:
+                    break
+                reply = _decoder.decode(body)
+                channel = self._pending.get(reply.id)
+                if channel is not None:
+                    await channel.send(reply)
+        except (framing.IncompleteFrame, framing.FrameTooLarge, msgspec.DecodeError) as exc:
+            cause = ConnectionLost(f"bad reply from kbindexd: {exc}")
+        except OSError as exc:
+            cause = ConnectionLost(f"connection to kbindexd lost: {exc}")
+        self._closed = cause
+        for channel in list(self._pending.values()):
+            channel.send_nowait(cause)
+
+    async def _send(self, request: Request) -> int:
+        rid = next(self._ids)
+        body = _encoder.encode(msgspec.structs.replace(request, id=rid))
+        async with self._send_lock:
+            try:
+                await framing.write_frame(self._stream, body)
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
+        return rid
+
+    async def stream(self, request: Request) -> AsyncIterator[Reply]:
+        """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
+        if self._closed is not None:
+            raise self._closed
+        send, receive = anyio.create_memory_object_stream[Reply | ClientError](64)
+        rid = next(self._ids)
+        self._pending[rid] = send
+        try:
+            body = _encoder.encode(msgspec.structs.replace(request, id=rid))
+            async with self._send_lock:
+                try:
+                    await framing.write_frame(self._stream, body)
+                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                    raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, ClientError):
+                        raise item
+                    if isinstance(item, ErrorReply):
+                        raise DaemonError(item.code, item.message)
+                    yield item
+                    if not isinstance(item, Progress):
+                        return
+        finally:
+            del self._pending[rid]
+            send.close()
+
+    async def request(self, request: Request, expect: type[R]) -> R:
+        """Send ``request`` and return its final reply, which must be of type ``expect``."""
+        final: Reply | None = None
+        async for reply in self.stream(request):
+            final = reply
+        if not isinstance(final, expect):
+            raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(final).__name__}")
+        return final
+
+    # ------------------------------------------------------------ operations
+
+    async def hello(self, client_name: str = "") -> HelloReply:
+        reply = await self.request(Hello(version=PROTOCOL_VERSION, client=client_name), HelloReply)
+        return reply
+
+    async def ping(self) -> Pong:
+        return await self.request(Ping(), Pong)
+
+    async def status(self) -> StatusReply:
+        return await self.request(Status(), StatusReply)
+
+    async def search(
+        self, query: str, *, limit: int = 10, path: str | None = None, mode: str = "auto"
+    ) -> SearchReply:
+        return await self.request(
+            Search(query=query, limit=limit, path=path, mode=mode), SearchReply
+        )
+
+    async def refresh(self, paths: list[str] | None = None, *, full: bool = False) -> RefreshReply:
+        """Queue a refresh and return at once (``queued=True``)."""
+        return await self.request(Refresh(paths=paths or [], full=full), RefreshReply)
+
+    async def refresh_wait(
+        self, paths: list[str] | None = None, *, full: bool = False
+    ) -> AsyncIterator[Progress | RefreshReply]:
+        """Run a refresh and follow it: Progress replies, then the RefreshReply."""
+        async for reply in self.stream(Refresh(paths=paths or [], full=full, wait=True)):
+            if isinstance(reply, Progress | RefreshReply):
+                yield reply
+
+    async def read_file(
+        self, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ReadFileReply:
+        return await self.request(
+            ReadFile(path=path, start_line=start_line, end_line=end_line), ReadFileReply
+        )
+
+    async def find_files(self, glob: str = "*", limit: int = 100) -> FindFilesReply:
+        return await self.request(FindFiles(glob=glob, limit=limit), FindFilesReply)
+
+    async def why(self, path: str) -> WhyReply:
+        return await self.request(Why(path=path), WhyReply)

@@ -1,0 +1,259 @@
+"""Wire messages between kbindexd and its clients (kbctl, kbindex-mcp).
+
+Every request and reply is a msgspec Struct in one of two tagged unions: requests are
+told apart by their ``op`` field, replies by their ``type`` field. Schema evolution
+rule (msgspec docs/schema-evolution): every field added after version 1 gets a default,
+and no wire type forbids unknown fields, so an older front end can talk to a newer
+daemon and the reverse.
+
+Requests carry an ``id``; every reply to that request echoes it, so one connection can
+carry many requests in flight. A request may be answered by several ``Progress``
+replies before its final reply (``Refresh`` with ``wait=True``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+PROTOCOL_VERSION: Final = 1
+"""Bumped only for incompatible changes; additive changes keep the number."""
+
+MIN_LIMIT: Final = 1
+MAX_LIMIT: Final = 100
+
+
+class Request(msgspec.Struct, tag_field="op", kw_only=True, frozen=True):
+    id: int = 0
+
+
+class Hello(Request, tag="hello", frozen=True):
+    """First request of a connection: the client's protocol version and name."""
+
+    version: int
+    client: str = ""
+
+
+class Ping(Request, tag="ping", frozen=True):
+    pass
+
+
+class Status(Request, tag="status", frozen=True):
+    pass
+
+
+class Search(Request, tag="search", frozen=True):
+    query: str
+    limit: int = 10
+    path: str | None = None
+    """A glob (``docs/*.md``) or a path prefix (``docs/``), relative to a root or absolute."""
+    mode: str = "auto"
+    """``auto`` | ``all`` (every term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax)."""
+
+
+class Refresh(Request, tag="refresh", frozen=True):
+    paths: list[str] = []
+    """Files, directories or roots to re-check; empty means every root."""
+    full: bool = False
+    """Re-read every file, not only those whose size or mtime changed."""
+    wait: bool = False
+    """Answer when the refresh is done, with Progress replies on the way."""
+
+
+class ReadFile(Request, tag="read_file", frozen=True):
+    path: str
+    start_line: int | None = None
+    end_line: int | None = None
+
+
+class FindFiles(Request, tag="find_files", frozen=True):
+    glob: str = "*"
+    limit: int = 100
+
+
+class Why(Request, tag="why", frozen=True):
+    path: str
+
+
+AnyRequest = Hello | Ping | Status | Search | Refresh | ReadFile | FindFiles | Why
+
+REQUEST_OPS: Final = frozenset(
+    str(cls.__struct_config__.tag)
+    for cls in AnyRequest.__args__  # type: ignore[attr-defined]
+)
+
+
+class Envelope(msgspec.Struct):
+    """The two fields every request has, decoded first so that a request with a bad
+    argument can still be answered with its own id."""
+
+    op: str
+    id: int = 0
+
+
+# ---------------------------------------------------------------- replies
+
+
+class Reply(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
+    id: int = 0
+
+
+class ErrorCode:
+    """Stable error codes; clients branch on these, never on message text."""
+
+    BAD_FRAME: Final = "bad_frame"
+    FRAME_TOO_LARGE: Final = "frame_too_large"
+    UNKNOWN_OP: Final = "unknown_op"
+    INVALID_ARGUMENT: Final = "invalid_argument"
+    BAD_QUERY: Final = "bad_query"
+    NOT_FOUND: Final = "not_found"
+    OUTSIDE_ROOTS: Final = "outside_roots"
+    VERSION_MISMATCH: Final = "version_mismatch"
+    PERMISSION_DENIED: Final = "permission_denied"
+    SHUTTING_DOWN: Final = "shutting_down"
+    INTERNAL: Final = "internal"
+
+
+class ErrorReply(Reply, tag="error", frozen=True):
+    code: str
+    message: str
+
+
+class HelloReply(Reply, tag="hello", frozen=True):
+    version: int
+    server: str
+    capabilities: list[str] = []
+
+
+class Pong(Reply, tag="pong", frozen=True):
+    pass
+
+
+class Progress(Reply, tag="progress", frozen=True):
+    phase: str
+    """``scanning`` (walking roots) or ``indexing`` (reading changed files)."""
+    done: int = 0
+    total: int = 0
+
+
+class RootStatus(msgspec.Struct, kw_only=True):
+    path: str
+    state: str
+    """``ok`` | ``missing`` | ``unreadable``; the watcher adds live/polling/degraded."""
+    files: int = 0
+    detail: str = ""
+    last_scan_at: float | None = None
+
+
+class FileIssue(msgspec.Struct, kw_only=True):
+    path: str
+    reason: str
+
+
+class ScanProgress(msgspec.Struct, kw_only=True):
+    phase: str
+    done: int
+    total: int
+    started_at: float
+
+
+class StatusReply(Reply, tag="status", frozen=True):
+    version: str
+    pid: int
+    started_at: float
+    indexed_files: int
+    total_documents: int
+    index_size_mb: float
+    last_scan_at: float | None = None
+    last_scan_seconds: float | None = None
+    scanning: bool = False
+    progress: ScanProgress | None = None
+    skipped: dict[str, int] = {}
+    """Files seen but not indexed, counted by reason (``binary``, ``too_large``, ...)."""
+    errors_encountered: int = 0
+    recent_errors: list[FileIssue] = []
+    roots: list[RootStatus] = []
+    state_dir: str = ""
+    socket_path: str = ""
+    index_recovered: str = ""
+    """Non-empty when the index was found corrupt at startup and rebuilt: what was kept aside."""
+
+
+class Freshness(msgspec.Struct, kw_only=True):
+    """How current the answer is: attached to every search reply."""
+
+    last_scan_at: float | None = None
+    scanning: bool = False
+    pending: int = 0
+
+
+class Hit(msgspec.Struct, kw_only=True):
+    path: str
+    root: str
+    relpath: str
+    score: float
+    snippet: str
+    line: int
+    size: int
+    last_modified: float
+    title: str = ""
+
+
+class SearchReply(Reply, tag="search", frozen=True):
+    hits: list[Hit]
+    total_hits: int
+    truncated: bool
+    mode: str = "all"
+    freshness: Freshness | None = None
+
+
+class RefreshReply(Reply, tag="refresh", frozen=True):
+    queued: bool = False
+    files_processed: int = 0
+    files_changed: int = 0
+    files_removed: int = 0
+    errors: int = 0
+
+
+class ReadFileReply(Reply, tag="read_file", frozen=True):
+    path: str
+    text: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    truncated: bool
+
+
+class FileInfo(msgspec.Struct, kw_only=True):
+    path: str
+    root: str
+    relpath: str
+    size: int
+    last_modified: float
+
+
+class FindFilesReply(Reply, tag="find_files", frozen=True):
+    files: list[FileInfo]
+    total: int
+    truncated: bool
+
+
+class WhyReply(Reply, tag="why", frozen=True):
+    path: str
+    indexed: bool
+    reason: str
+
+
+AnyReply = (
+    ErrorReply
+    | HelloReply
+    | Pong
+    | Progress
+    | StatusReply
+    | SearchReply
+    | RefreshReply
+    | ReadFileReply
+    | FindFilesReply
+    | WhyReply
+)
