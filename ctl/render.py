@@ -1,0 +1,109 @@
+"""How kbctl shows daemon replies to a person (the --json forms bypass this)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from kbindex.proto.messages import FindFilesReply, Progress, SearchReply, StatusReply
+
+BOLD = "\x1b[1m"
+RESET = "\x1b[0m"
+
+
+def ago(timestamp: float | None, now: float | None = None) -> str:
+    if timestamp is None:
+        return "never"
+    seconds = max(0.0, (now or time.time()) - timestamp)
+    if seconds < 60:
+        return f"{seconds:.0f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.1f} days ago"
+
+
+def status(reply: StatusReply) -> str:
+    uptime = ago(reply.started_at).removesuffix(" ago")
+    lines = [f"kbindexd {reply.version} (pid {reply.pid}), up {uptime}"]
+    scan = f"last full scan {ago(reply.last_scan_at)}"
+    if reply.last_scan_seconds is not None:
+        scan += f" (took {reply.last_scan_seconds:.2f} s)"
+    lines.append(
+        f"index: {reply.indexed_files:,} files, {reply.index_size_mb:,.1f} MB, {scan}"
+    )
+    if reply.progress is not None:
+        p = reply.progress
+        lines.append(f"busy: {p.phase} {p.done:,}/{p.total:,}")
+    else:
+        lines.append("busy: no (idle)")
+    if reply.skipped:
+        parts = ", ".join(f"{reason} {n:,}" for reason, n in sorted(reply.skipped.items()))
+        lines.append(f"skipped: {parts}")
+    lines.append(f"errors since start: {reply.errors_encountered:,}")
+    for issue in reply.recent_errors[:5]:
+        lines.append(f"  {issue.path}: {issue.reason}")
+    if reply.index_recovered:
+        lines.append(f"index was rebuilt at startup: {reply.index_recovered}")
+    lines.append("roots:")
+    for root in reply.roots:
+        detail = f"  ({root.detail})" if root.detail else ""
+        lines.append(f"  {root.path}  {root.state}  {root.files:,} files{detail}")
+    lines.append(f"socket: {reply.socket_path}")
+    lines.append(f"state:  {reply.state_dir}")
+    return "\n".join(lines)
+
+
+def search(reply: SearchReply, *, color: bool) -> str:
+    if not reply.hits:
+        return "no matches"
+    out: list[str] = []
+    for hit in reply.hits:
+        snippet = hit.snippet
+        if color:
+            parts = snippet.split("**")
+            snippet = "".join(p if i % 2 == 0 else f"{BOLD}{p}{RESET}" for i, p in enumerate(parts))
+        out.append(f"{hit.path}:{hit.line}  ({hit.score:.2f})")
+        out.append(f"    {snippet}")
+    shown = len(reply.hits)
+    more = f", showing {shown}" if reply.truncated else ""
+    out.append(f"{reply.total_hits:,} match{'es' if reply.total_hits != 1 else ''}{more}")
+    return "\n".join(out)
+
+
+def files(reply: FindFilesReply) -> str:
+    rows = [f"{f.path}  {f.size:,} B  {ago(f.last_modified)}" for f in reply.files]
+    if reply.truncated:
+        rows.append(f"... {reply.total - len(reply.files):,} more")
+    return "\n".join(rows) if rows else "no files"
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr when it is a terminal, sparse lines otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last_phase = ""
+
+    def update(self, progress: Progress) -> None:
+        total = max(progress.total, 1)
+        if self.tty:
+            filled = int(self.WIDTH * progress.done / total) if progress.total else 0
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            self.stream.write(
+                f"\r{progress.phase:<9} [{bar}] {progress.done:,}/{progress.total:,}"
+            )
+            self.stream.flush()
+        elif progress.phase != self.last_phase or progress.done == progress.total:
+            self.stream.write(f"{progress.phase}: {progress.done:,}/{progress.total:,}\n")
+        self.last_phase = progress.phase
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,200 @@
+"""Fixtures that run a real kbindexd on a real Unix socket over real files.
+
+Sockets live under a short ``/tmp`` directory (Unix socket paths are limited to ~108
+bytes, and pytest's tmp_path can be longer). Waiting is always on a condition with a
+deadline, never a bare sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import pytest
+from kbindex.proto.client import Client, ClientError
+
+T = TypeVar("T")
+MakeDaemon = Callable[..., "Daemon"]
+START_TIMEOUT = 20.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 10.0, interval: float = 0.02
+) -> T:
+    """Call ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+    with anyio.fail_after(timeout):
+        while True:
+            value = await probe()
+            if value:
+                return value
+            await anyio.sleep(interval)
+
+
+class Daemon:
+    """A kbindexd subprocess with its own roots, state directory and socket."""
+
+    def __init__(self, base: Path, sockdir: Path, roots: list[Path]) -> None:
+        self.base = base
+        self.roots = roots
+        self.state_dir = base / "state"
+        self.socket = sockdir / "kb.sock"
+        self.log_path = base / "kbindexd.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.extra_args: list[str] = []
+
+    @property
+    def root(self) -> Path:
+        return self.roots[0]
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "index.sqlite3"
+
+    def command(self, *extra: str) -> list[str]:
+        return [
+            sys.executable, "-m", "kbindex.daemon.app",
+            *(str(r) for r in self.roots),
+            "--state-dir", str(self.state_dir),
+            "--socket", str(self.socket),
+            "--scan-interval", "3600",
+            "--log-level", "debug",
+            *self.extra_args,
+            *extra,
+        ]  # fmt: skip
+
+    def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+        env["XDG_CONFIG_HOME"] = str(self.base / "config")
+        with self.log_path.open("ab") as log:  # the child keeps its own copy of the fd
+            return subprocess.Popen(self.command(*extra), stdout=log, stderr=log, env=env)
+
+    async def start(self, *extra: str, wait_scan: bool = True) -> None:
+        self.proc = self.spawn(*extra)
+
+        async def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"kbindexd exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                async with self.client() as c:
+                    status = await c.status()
+                    return not wait_scan or (status.last_scan_at is not None)
+            except ClientError:
+                return False
+
+        await wait_for(ready, timeout=START_TIMEOUT)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        code = self.proc.returncode
+        self.proc = None
+        return code
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[Client]:
+        async with Client.connect(self.socket, client_name="tests") as c:
+            yield c
+
+    async def refresh(self, *paths: str, full: bool = False) -> None:
+        async with self.client() as c:
+            async for _ in c.refresh_wait(list(paths), full=full):
+                pass
+
+    async def search_paths(self, query: str, **kwargs: object) -> list[str]:
+        async with self.client() as c:
+            reply = await c.search(query, **kwargs)  # type: ignore[arg-type]
+            return [h.relpath for h in reply.hits]
+
+    def kbctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+
+
+@pytest.fixture
+def sockdir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="kbt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path, sockdir: Path) -> Iterator[Callable[..., Daemon]]:
+    """Make (not start) daemons; every one made is stopped at teardown."""
+    made: list[Daemon] = []
+
+    def make(*roots: Path) -> Daemon:
+        if not roots:
+            default = tmp_path / "root"
+            default.mkdir(exist_ok=True)
+            roots = (default,)
+        d = Daemon(tmp_path, sockdir, list(roots))
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.stop()
+
+
+@pytest.fixture
+async def daemon(make_daemon: Callable[..., Daemon]) -> AsyncIterator[Daemon]:
+    """A running daemon over an empty root (tests write files, then refresh)."""
+    d = make_daemon()
+    await d.start()
+    yield d
+    d.stop()
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def bump_mtime(path: Path) -> None:
+    """Move a file's mtime forward, as an edit a second later would."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout: float = 15) -> int:
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is not None, "process did not exit in time"
+    return proc.returncode

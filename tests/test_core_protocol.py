@@ -1,0 +1,198 @@
+"""The wire protocol, over a real socket: framing, errors as replies, multiplexing."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import anyio
+import msgspec
+import pytest
+from conftest import Daemon, write
+from hypothesis import given
+from hypothesis import strategies as st
+from kbindex.proto import framing
+from kbindex.proto.client import Client, DaemonError
+from kbindex.proto.messages import (
+    PROTOCOL_VERSION,
+    AnyReply,
+    ErrorReply,
+    Hello,
+    Pong,
+    SearchReply,
+    StatusReply,
+)
+
+pytestmark = pytest.mark.anyio
+_decoder = msgspec.msgpack.Decoder(AnyReply)
+
+
+class RawConnection:
+    """A plain blocking socket speaking frames by hand, as a broken client would."""
+
+    def __init__(self, path: object) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(str(path))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, message: object) -> None:
+        self.send_raw(framing.pack(msgspec.msgpack.encode(message)))
+
+    def recv(self) -> object:
+        header = self._exactly(4)
+        (size,) = struct.unpack(">I", header)
+        return _decoder.decode(self._exactly(size))
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@given(st.binary(max_size=4096))
+def test_frame_round_trip(body: bytes) -> None:
+    async def main() -> bytes | None:
+        send, receive = anyio.create_memory_object_stream[bytes](5000)
+
+        packed = framing.pack(body)
+        # Deliver the frame in awkward pieces: the reader must reassemble it.
+        for i in range(0, len(packed), 3):
+            send.send_nowait(packed[i : i + 3])
+        send.close()
+        async with receive:
+            reader = framing.FrameReader(receive, max_size=8192)  # type: ignore[arg-type]
+            first = await reader.read()
+            assert await reader.read() is None
+        return first
+
+    assert anyio.run(main) == body
+
+
+async def test_malformed_frames_get_error_replies_and_the_connection_stays(
+    daemon: Daemon,
+) -> None:
+    conn = RawConnection(daemon.socket)
+    try:
+        conn.send_raw(framing.pack(b"\xc1 not msgpack"))
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "bad_frame"
+
+        conn.send({"op": "launch_rockets", "id": 7})
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "unknown_op" and reply.id == 7
+
+        conn.send({"op": "search", "id": 8, "query": 42})
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply)
+        assert (reply.code, reply.id) == ("invalid_argument", 8)
+
+        conn.send({"op": "search", "id": 9, "query": "x", "limit": 1000})
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply)
+        assert (reply.code, reply.id) == ("invalid_argument", 9)
+        assert "limit" in reply.message
+
+        conn.send([1, 2, 3])
+        assert isinstance(conn.recv(), ErrorReply)
+
+        # Unknown extra fields are ignored (newer clients talking to this daemon).
+        conn.send({"op": "ping", "id": 10, "from_the_future": True})
+        reply = conn.recv()
+        assert isinstance(reply, Pong) and reply.id == 10
+    finally:
+        conn.close()
+
+
+async def test_oversize_frame_gets_an_error_then_close_and_others_are_served(
+    daemon: Daemon,
+) -> None:
+    bad = RawConnection(daemon.socket)
+    async with daemon.client() as good:
+        bad.send_raw(struct.pack(">I", 0xFFFFFFF0) + b"xx")
+        reply = bad.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "frame_too_large"
+        assert bad.closed_by_peer()
+        assert isinstance(await good.ping(), Pong)
+    bad.close()
+
+
+async def test_truncated_frame_and_silent_client_do_not_block_others(daemon: Daemon) -> None:
+    stuck = RawConnection(daemon.socket)
+    stuck.send_raw(struct.pack(">I", 100) + b"only part")
+    async with daemon.client() as c:
+        with anyio.fail_after(5):
+            assert isinstance(await c.status(), StatusReply)
+    stuck.close()
+
+
+async def test_version_mismatch_is_a_clear_error(daemon: Daemon) -> None:
+    conn = RawConnection(daemon.socket)
+    try:
+        conn.send(Hello(id=1, version=PROTOCOL_VERSION + 1, client="future"))
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply) and reply.code == "version_mismatch"
+        assert str(PROTOCOL_VERSION) in reply.message
+    finally:
+        conn.close()
+
+
+async def test_many_requests_in_flight_on_one_connection(daemon: Daemon) -> None:
+    for i in range(20):
+        write(daemon.root / f"doc{i}.md", f"common unique{i}\n")
+    await daemon.refresh()
+    results: dict[int, list[str]] = {}
+    async with daemon.client() as c:
+
+        async def one(i: int) -> None:
+            reply = await c.search(f"unique{i}")
+            results[i] = [h.relpath for h in reply.hits]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(one, i)
+    assert results == {i: [f"doc{i}.md"] for i in range(20)}
+
+
+async def test_errors_come_back_as_daemon_errors(daemon: Daemon) -> None:
+    async with daemon.client() as c:
+        with pytest.raises(DaemonError) as info:
+            await c.search("foo AND (", mode="raw")
+        assert info.value.code == "bad_query"
+        with pytest.raises(DaemonError) as info:
+            await c.search("x", mode="fuzzy")
+        assert info.value.code == "bad_query"
+        with pytest.raises(DaemonError) as info:
+            await c.read_file("/etc/passwd")
+        assert info.value.code == "outside_roots"
+        with pytest.raises(DaemonError) as info:
+            await c.read_file("../../etc/passwd")
+        assert info.value.code == "outside_roots"
+        with pytest.raises(DaemonError) as info:
+            await c.read_file("bad\x00name")
+        assert info.value.code == "invalid_argument"
+        # The connection is still usable after every error.
+        assert isinstance(await c.search("anything"), SearchReply)
+
+
+async def test_client_reports_daemon_not_running(sockdir: object) -> None:
+    from kbindex.proto.client import DaemonUnavailable
+
+    with pytest.raises(DaemonUnavailable, match="not running"):
+        async with Client.connect(f"{sockdir}/nobody.sock"):
+            pass

@@ -1,0 +1,132 @@
+"""Query compilation (pure) checked against a real FTS5 table, and search behaviour."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+import pytest
+from conftest import Daemon, write
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kbindex.daemon.query import BadQuery, compile_query, parse
+from kbindex.daemon.store import TOKENIZER
+
+
+@pytest.fixture(scope="module")
+def fts() -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}')")
+    conn.executemany(
+        "INSERT INTO docs VALUES (?, ?, ?)",
+        [("a.md", "Alpha", "the quick brown fox"), ("b.md", "", "lazy dogs AND cats")],
+    )
+    yield conn
+    conn.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=200), st.sampled_from(["auto", "all", "any"]))
+def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) -> None:
+    compiled = compile_query(query, mode)
+    for expr in (compiled.match, compiled.fallback):
+        if expr is not None:
+            fts.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (expr,)).fetchone()
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', '""', "-", "*", "AND", "OR NOT", "NEAR(", "a:b", "(((", '"unterminated', "^x", "-*"],
+)
+def test_operator_soup_is_data(fts: sqlite3.Connection, query: str) -> None:
+    compiled = compile_query(query)
+    if compiled.match is not None:
+        fts.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (compiled.match,))
+
+
+def test_parse_understands_forgiving_syntax() -> None:
+    terms = parse('alpha "quick brown" -dogs pre* -"two words"')
+    assert [(t.text, t.phrase, t.prefix, t.negated) for t in terms] == [
+        ("alpha", False, False, False),
+        ("quick brown", True, False, False),
+        ("dogs", False, False, True),
+        ("pre", False, True, False),
+        ("two words", True, False, True),
+    ]
+
+
+def test_modes() -> None:
+    assert compile_query("two words").mode == "all"
+    assert compile_query("how does the scheduler pick tasks").mode == "any"
+    assert compile_query('"phrase here" and more words').mode == "all"
+    assert compile_query("-only -negatives").match is None
+    with pytest.raises(BadQuery):
+        compile_query("x", "bogus")
+    with pytest.raises(BadQuery):
+        compile_query("x" * 5000)
+
+
+
+
+@pytest.mark.anyio
+async def test_phrase_exclusion_prefix_and_fallback(daemon: Daemon) -> None:
+    write(daemon.root / "a.md", "the quick brown fox jumps\n")
+    write(daemon.root / "b.md", "brown paper and a quick note\n")
+    write(daemon.root / "c.md", "deprecation warnings everywhere\n")
+    await daemon.refresh()
+    assert await daemon.search_paths('"quick brown"') == ["a.md"]
+    assert sorted(await daemon.search_paths("quick brown")) == ["a.md", "b.md"]
+    assert await daemon.search_paths("quick -fox") == ["b.md"]
+    assert await daemon.search_paths("deprecat*") == ["c.md"]
+    # No document has both words: "all" finds nothing, so the search falls back to "any".
+    async with daemon.client() as c:
+        reply = await c.search("fox paper")
+    assert reply.mode == "any" and len(reply.hits) == 2
+
+
+@pytest.mark.anyio
+async def test_ranking_title_and_name_beat_body(daemon: Daemon) -> None:
+    write(daemon.root / "misc.md", "# Misc\n\n" + "filler text " * 20 + "kubernetes once\n")
+    write(daemon.root / "guide.md", "# Kubernetes guide\n\n" + "filler text " * 20 + "\n")
+    write(daemon.root / "kubernetes.txt", "filler text " * 20 + "\n")
+    await daemon.refresh()
+    paths = await daemon.search_paths("kubernetes")
+    assert paths[-1] == "misc.md"
+    assert set(paths[:2]) == {"guide.md", "kubernetes.txt"}
+
+
+@pytest.mark.anyio
+async def test_results_have_line_snippet_and_bounds(daemon: Daemon) -> None:
+    body = "".join(f"line {i} of filler\n" for i in range(1, 40)) + "the needle is here\n"
+    write(daemon.root / "long.txt", body + "x " * 5000)
+    for i in range(15):
+        write(daemon.root / f"many{i}.txt", "needle\n")
+    await daemon.refresh()
+    async with daemon.client() as c:
+        reply = await c.search("needle", path="long.txt")
+        many = await c.search("needle", limit=5)
+    hit = reply.hits[0]
+    assert hit.line == 40
+    assert "**needle**" in hit.snippet and len(hit.snippet) <= 420
+    assert hit.size == (daemon.root / "long.txt").stat().st_size
+    assert many.total_hits == 16 and len(many.hits) == 5 and many.truncated
+    assert many.freshness is not None and many.freshness.last_scan_at is not None
+
+
+@pytest.mark.anyio
+async def test_path_filters(daemon: Daemon) -> None:
+    write(daemon.root / "docs" / "a.md", "needle\n")
+    write(daemon.root / "docs" / "deep" / "b.md", "needle\n")
+    write(daemon.root / "docsx" / "c.md", "needle\n")
+    write(daemon.root / "notes" / "d.txt", "needle\n")
+    await daemon.refresh()
+
+    async def paths(filter_: str) -> list[str]:
+        return sorted(await daemon.search_paths("needle", path=filter_))
+
+    assert await paths("docs/") == ["docs/a.md", "docs/deep/b.md"]
+    assert await paths("docs") == ["docs/a.md", "docs/deep/b.md"]
+    assert await paths("**/*.md") == ["docs/a.md", "docs/deep/b.md", "docsx/c.md"]
+    assert await paths("*.txt") == ["notes/d.txt"]
+    assert await paths(f"{daemon.root}/notes") == ["notes/d.txt"]
+    assert await paths("nowhere/") == []
