@@ -1,0 +1,179 @@
+"""The front end's one connection to kbindexd: opened on first use, reopened after a restart.
+
+One Client connection carries every request of this process (the protocol multiplexes by
+request id), so an HTTP front end serving many MCP sessions still holds a single socket.
+The connection lives in a holder task inside the backend's own task group, because
+``Client.connect`` is a context manager with a reader task that must outlive any single
+tool call. When the daemon goes away the next request fails with ConnectionLost; the
+backend drops that connection, opens a new one and sends the request once more. All
+requests the front end makes are idempotent, so resending is safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from kbindex.proto.address import resolve_socket_path
+from kbindex.proto.client import Client, ConnectionLost, DaemonError, DaemonUnavailable
+from kbindex.proto.messages import (
+    ErrorCode,
+    FindFilesReply,
+    Progress,
+    ReadFileReply,
+    RefreshReply,
+    SearchReply,
+    StatusReply,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLIENT_NAME = "kbindex-mcp"
+REQUEST_TIMEOUT = 30.0
+"""Seconds a single request (connect included) may take; refresh with progress is exempt."""
+
+
+class DaemonTimeout(Exception):
+    """The daemon accepted a request but did not answer within REQUEST_TIMEOUT."""
+
+
+class Backend:
+    def __init__(self, socket_path: Path, task_group: TaskGroup) -> None:
+        self.socket_path = socket_path
+        self._tg = task_group
+        self._current: tuple[Client, anyio.Event] | None = None
+        self._lock = anyio.Lock()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, socket_path: str | os.PathLike[str] | None = None
+    ) -> AsyncIterator[Backend]:
+        """A backend for the daemon at ``socket_path`` (else $KBINDEX_SOCKET / the default).
+
+        Nothing is connected yet: a front end must start, list its tools and answer with a
+        clear error even while the daemon is down.
+        """
+        async with anyio.create_task_group() as tg:
+            backend = cls(resolve_socket_path(socket_path), tg)
+            try:
+                yield backend
+            finally:
+                tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------ connection
+
+    async def _client(self) -> Client:
+        current = self._current
+        if current is not None:
+            return current[0]
+        async with self._lock:
+            if self._current is None:
+                client: Client = await self._tg.start(self._hold)
+                return client
+            return self._current[0]
+
+    async def _hold(self, *, task_status: TaskStatus[Client]) -> None:
+        """Open a connection, publish it, keep it open until it is dropped."""
+        release = anyio.Event()
+        started = False
+        try:
+            async with Client.connect(self.socket_path, client_name=CLIENT_NAME) as client:
+                self._current = (client, release)
+                started = True
+                log.debug("connected to kbindexd at %s", self.socket_path)
+                task_status.started(client)
+                await release.wait()
+        except Exception:
+            if not started:
+                raise  # reaches the caller of tg.start(): DaemonUnavailable and the like
+            # After start nothing may escape: it would take the whole front end down.
+            log.debug("connection to kbindexd closed with an error", exc_info=True)
+        finally:
+            if self._current is not None and self._current[1] is release:
+                self._current = None
+
+    def _drop(self, client: Client) -> None:
+        current = self._current
+        if current is not None and current[0] is client:
+            self._current = None
+            current[1].set()
+
+    async def call(
+        self, operation: Callable[[Client], Awaitable[T]], *, seconds: float | None
+    ) -> T:
+        """Run ``operation`` on the shared connection; reconnect and retry once if it was lost."""
+        try:
+            with anyio.fail_after(seconds):
+                for attempt in (1, 2):
+                    client: Client | None = None
+                    try:
+                        client = await self._client()
+                        return await operation(client)
+                    except ConnectionLost:
+                        # Also raised by a daemon that accepts and closes at once (stopping).
+                        if client is not None:
+                            self._drop(client)
+                        if attempt == 2:
+                            raise
+                        log.info("connection to kbindexd lost; reconnecting")
+                    except DaemonError as exc:
+                        if exc.code != ErrorCode.SHUTTING_DOWN or attempt == 2:
+                            raise
+                        # The daemon is restarting: the next connection may reach its successor.
+                        if client is not None:
+                            self._drop(client)
+        except TimeoutError:
+            raise DaemonTimeout(f"kbindexd did not answer within {seconds:g} s") from None
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ operations
+
+    async def search(self, query: str, limit: int, path: str | None) -> SearchReply:
+        return await self.call(
+            lambda c: c.search(query, limit=limit, path=path), seconds=REQUEST_TIMEOUT
+        )
+
+    async def status(self) -> StatusReply:
+        return await self.call(lambda c: c.status(), seconds=REQUEST_TIMEOUT)
+
+    async def read_file(
+        self, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ReadFileReply:
+        return await self.call(
+            lambda c: c.read_file(path, start_line, end_line), seconds=REQUEST_TIMEOUT
+        )
+
+    async def find_files(self, glob: str, limit: int) -> FindFilesReply:
+        return await self.call(lambda c: c.find_files(glob, limit), seconds=REQUEST_TIMEOUT)
+
+    async def refresh(
+        self, paths: list[str], on_progress: Callable[[Progress], Awaitable[None]]
+    ) -> RefreshReply:
+        """Run a refresh to the end, passing each Progress reply to ``on_progress``."""
+
+        async def follow(client: Client) -> RefreshReply:
+            final: RefreshReply | None = None
+            async for reply in client.refresh_wait(paths):
+                if isinstance(reply, Progress):
+                    await on_progress(reply)
+                else:
+                    final = reply
+            if final is None:
+                raise DaemonError(ErrorCode.INTERNAL, "refresh ended without a result")
+            return final
+
+        # No deadline: a full refresh of a large tree legitimately takes minutes, and the
+        # caller sees progress; an MCP client that gives up cancels the request instead.
+        return await self.call(follow, seconds=None)
+
+
+__all__ = ["Backend", "DaemonTimeout", "DaemonUnavailable"]

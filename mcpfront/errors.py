@@ -1,0 +1,87 @@
+"""Turning failures into one short, actionable sentence for the model.
+
+A model reads tool errors as text and decides what to do next, so every message says
+what went wrong in the user's terms and what to try; never a stack trace, never the
+daemon's internal wording alone. Branches on stable error codes, never on message text.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbindex.mcpfront.arguments import ArgumentError
+from kbindex.mcpfront.backend import DaemonTimeout
+from kbindex.proto.client import ConnectionLost, DaemonError, DaemonUnavailable
+from kbindex.proto.messages import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def describe(exc: BaseException, *, subject: str | None = None) -> str:
+    """The sentence shown for ``exc``; ``subject`` is the path or query the call was about."""
+    if isinstance(exc, ArgumentError):
+        return str(exc)
+    if isinstance(exc, DaemonUnavailable):
+        return (
+            f"The kbindex daemon is not running (nothing answers on {exc.socket_path}); "
+            "ask the user to start it with `kbindexd FOLDER...` or "
+            "`systemctl --user start kbindexd.socket`, then retry."
+        )
+    if isinstance(exc, ConnectionLost):
+        return (
+            "The connection to the kbindex daemon was lost (it may be restarting); "
+            "retry in a few seconds."
+        )
+    if isinstance(exc, DaemonTimeout):
+        return f"The kbindex daemon is busy and {exc}; retry in a moment."
+    if isinstance(exc, DaemonError):
+        return _daemon_error(exc, subject)
+    log.error("unexpected failure", exc_info=exc)
+    return (
+        f"kbindex-mcp failed unexpectedly ({type(exc).__name__}); "
+        "this is a bug, its details are in the kbindex-mcp log on stderr."
+    )
+
+
+def _daemon_error(exc: DaemonError, subject: str | None) -> str:
+    what = repr(subject) if subject else "The path"
+    detail = _clip(exc.message)
+    match exc.code:
+        case ErrorCode.OUTSIDE_ROOTS:
+            return (
+                f"{what} is outside the folders kbindex indexes; use a path from search or "
+                "find_files results (get_index_stats lists the indexed folders)."
+            )
+        case ErrorCode.NOT_FOUND:
+            return (
+                f"No indexed file matches {what}; use find_files to look up the exact path "
+                "(it may be new, deleted or excluded from the index)."
+            )
+        case ErrorCode.BAD_QUERY:
+            return (
+                f"The search query could not be understood ({detail}); "
+                "retry with plain words and no special characters."
+            )
+        case ErrorCode.INVALID_ARGUMENT:
+            return f"The kbindex daemon rejected an argument: {detail}."
+        case ErrorCode.PERMISSION_DENIED:
+            return f"kbindex may not read {what} (permission denied: {detail})."
+        case ErrorCode.SHUTTING_DOWN:
+            return (
+                "The kbindex daemon is shutting down; retry in a few seconds once it has restarted."
+            )
+        case ErrorCode.VERSION_MISMATCH:
+            return (
+                "kbindex-mcp and the running kbindexd are incompatible versions; "
+                f"ask the user to upgrade kbindex and restart the daemon ({detail})."
+            )
+        case _:
+            return (
+                f"The kbindex daemon failed on this request ({exc.code}: {detail}); "
+                "retry, and if it persists check `kbctl status`."
+            )
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split()).rstrip(".")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

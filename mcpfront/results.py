@@ -1,0 +1,393 @@
+"""Daemon replies turned into tool results: structured content plus a compact text form.
+
+Every result has a size budget fixed in characters, independent of how large the
+indexed files are: a search over huge files answers with as many hits as fit, marks the
+answer truncated and says how to get the rest. Both forms (the JSON structured content
+and the text a model reads) are built from the same trimmed data, so they never disagree.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, Final
+from urllib.parse import quote
+
+import msgspec
+from kbindex.proto.messages import (
+    FileInfo,
+    FindFilesReply,
+    Freshness,
+    Hit,
+    ReadFileReply,
+    RefreshReply,
+    SearchReply,
+    StatusReply,
+)
+
+BUDGET: Final = 12_000
+"""Characters per form (text, and JSON of the structured content): ~24 KB per response."""
+SNIPPET_CHARS: Final = 500
+RECENT_ERRORS: Final = 10
+URI_PREFIX: Final = "kbindex://file/"
+
+_json = msgspec.json.Encoder()
+
+
+def file_uri(path: str) -> str:
+    """The resource URI of an absolute path: ``/a/b c.md`` -> ``kbindex://file/a/b%20c.md``."""
+    return URI_PREFIX + quote(path.lstrip("/"), safe="/")
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if ts is None:
+        return "never"
+    seconds = max(0.0, (time.time() if now is None else now) - ts)
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _size(value: Any) -> int:
+    return len(_json.encode(value))
+
+
+def _notes(lines: list[str], notes: list[str]) -> None:
+    lines.extend(f"Note: {note}" for note in notes)
+
+
+# ------------------------------------------------------------------ search
+
+
+def freshness(fresh: Freshness | None) -> dict[str, Any]:
+    if fresh is None:
+        return {"last_scan": None, "scanning": False, "pending_changes": 0}
+    return {
+        "last_scan": iso(fresh.last_scan_at),
+        "scanning": fresh.scanning,
+        "pending_changes": fresh.pending,
+    }
+
+
+def _freshness_text(fresh: Freshness | None) -> str:
+    if fresh is None:
+        return "index freshness unknown"
+    text = f"index updated {ago(fresh.last_scan_at)}"
+    if fresh.scanning:
+        text += "; a scan is running"
+    if fresh.pending:
+        text += f"; {fresh.pending} file change(s) not indexed yet"
+    if fresh.scanning or fresh.pending:
+        text += ", results may lag"
+    return text
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    return {
+        "path": hit.path,
+        "relpath": hit.relpath,
+        "root": hit.root,
+        "title": hit.title,
+        "line": hit.line,
+        "snippet": _clip(hit.snippet, SNIPPET_CHARS),
+        "score": round(hit.score, 4),
+        "last_modified": iso(hit.last_modified),
+        "size": hit.size,
+        "uri": file_uri(hit.path),
+    }
+
+
+def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, Any], str]:
+    hits: list[dict[str, Any]] = []
+    lines: list[str] = []
+    used_json = used_text = 0
+    for n, hit in enumerate(reply.hits, 1):
+        item = _hit(hit)
+        title = f" — {_clip(hit.title, 120)}" if hit.title else ""
+        block = (
+            f"{n}. {hit.path}:{hit.line}{title} [modified {item['last_modified'][:10]}]\n"
+            f"   {item['snippet']}"
+        )
+        cost_json, cost_text = _size(item), len(block) + 1
+        if hits and (used_json + cost_json > BUDGET or used_text + cost_text > BUDGET):
+            break
+        hits.append(item)
+        lines.append(block)
+        used_json += cost_json
+        used_text += cost_text
+    omitted = len(reply.hits) - len(hits)
+    truncated = reply.truncated or omitted > 0 or reply.total_hits > len(hits)
+    structured: dict[str, Any] = {
+        "query": query,
+        "results": hits,
+        "returned": len(hits),
+        "total_hits": reply.total_hits,
+        "truncated": truncated,
+        "mode": reply.mode,
+        "freshness": freshness(reply.freshness),
+        "notes": list(notes),
+    }
+    if not hits:
+        head = f"No matches for {query!r} ({_freshness_text(reply.freshness)})."
+        tips = "Try fewer or different words, a prefix like 'schedul*', or drop path_glob."
+        text_lines = [head, tips]
+    else:
+        head = (
+            f"{reply.total_hits} match(es) for {query!r}, showing {len(hits)} "
+            f"({_freshness_text(reply.freshness)}):"
+        )
+        text_lines = [head, *lines]
+        if omitted:
+            notes = [*notes, f"{omitted} more hit(s) left out to keep this answer small."]
+        if truncated:
+            text_lines.append(
+                "More matches exist: narrow the query or path_glob, or raise limit (max 100)."
+            )
+        text_lines.append(
+            "To read around a hit: read_file(path, start_line=a few lines before it)."
+        )
+    structured["notes"] = list(notes)
+    _notes(text_lines, notes)
+    return structured, "\n".join(text_lines)
+
+
+# ------------------------------------------------------------------ stats
+
+
+def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
+    progress = reply.progress
+    roots = [
+        {
+            "path": r.path,
+            "state": r.state,
+            "files": r.files,
+            "detail": r.detail,
+            "last_scan": iso(r.last_scan_at),
+        }
+        for r in reply.roots
+    ]
+    errors = [
+        {"path": e.path, "reason": _clip(e.reason, 300)}
+        for e in reply.recent_errors[:RECENT_ERRORS]
+    ]
+    structured: dict[str, Any] = {
+        "indexed_files": reply.indexed_files,
+        "total_documents": reply.total_documents,
+        "index_size_mb": round(reply.index_size_mb, 2),
+        "last_scan": iso(reply.last_scan_at),
+        "last_scan_seconds": reply.last_scan_seconds,
+        "scanning": reply.scanning,
+        "scan_progress": (
+            None
+            if progress is None
+            else {"phase": progress.phase, "done": progress.done, "total": progress.total}
+        ),
+        "errors_encountered": reply.errors_encountered,
+        "recent_errors": errors,
+        "skipped": dict(reply.skipped),
+        "roots": roots,
+        "daemon": {
+            "version": reply.version,
+            "pid": reply.pid,
+            "uptime_seconds": round(max(0.0, time.time() - reply.started_at), 1),
+            "socket": reply.socket_path,
+        },
+        "index_recovered": reply.index_recovered,
+    }
+    took = f", took {reply.last_scan_seconds:.1f} s" if reply.last_scan_seconds is not None else ""
+    lines = [
+        f"kbindex: {reply.indexed_files} files indexed ({reply.total_documents} documents, "
+        f"{reply.index_size_mb:.1f} MB index); last scan {ago(reply.last_scan_at)}{took}; "
+        f"{reply.errors_encountered} error(s).",
+    ]
+    if progress is not None and reply.scanning:
+        lines.append(f"Scanning now: {progress.phase} {progress.done}/{progress.total}.")
+    lines.append("Indexed folders:")
+    for r in reply.roots:
+        detail = f" ({r.detail})" if r.detail else ""
+        lines.append(f"- {r.path}: {r.state}, {r.files} files{detail}")
+    if reply.skipped:
+        lines.append("Skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(reply.skipped.items())))
+    if errors:
+        lines.append("Recent errors:")
+        lines.extend(f"- {e['path']}: {e['reason']}" for e in errors)
+    if reply.index_recovered:
+        lines.append(f"The index was rebuilt after corruption: {reply.index_recovered}")
+    return structured, _clip("\n".join(lines), BUDGET)
+
+
+# ------------------------------------------------------------------ refresh
+
+
+def refresh(reply: RefreshReply, scope: str, seconds: float) -> tuple[dict[str, Any], str]:
+    structured = {
+        "success": True,
+        "scope": scope,
+        "files_processed": reply.files_processed,
+        "files_changed": reply.files_changed,
+        "files_removed": reply.files_removed,
+        "errors": reply.errors,
+        "seconds": round(seconds, 3),
+    }
+    text = (
+        f"Refreshed {scope} in {seconds:.1f} s: {reply.files_processed} file(s) checked, "
+        f"{reply.files_changed} changed, {reply.files_removed} removed, "
+        f"{reply.errors} error(s)."
+    )
+    if reply.errors:
+        text += " get_index_stats lists the recent errors."
+    return structured, text
+
+
+# ------------------------------------------------------------------ read_file
+
+
+def split_numbered(reply: ReadFileReply) -> tuple[list[str], list[str]]:
+    """The reply's lines twice: numbered as the daemon sends them (``  7| text``), and bare.
+
+    Should the daemon ever send unnumbered text, it is taken as bare lines and numbered here.
+    """
+    rows = reply.text.split("\n") if reply.text else []
+    bare: list[str] = []
+    for n, row in enumerate(rows, reply.start_line):
+        number, sep, rest = row.partition("| ")
+        if not sep or number.strip() != str(n):
+            width = len(str(reply.start_line + len(rows) - 1))
+            numbered = [f"{m:>{width}}| {line}" for m, line in enumerate(rows, reply.start_line)]
+            return numbered, rows
+        bare.append(rest)
+    return rows, bare
+
+
+def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], str]:
+    """Numbered lines for the model, bare text in the structured form, both within budget."""
+    numbered, bare = split_numbered(reply)
+    kept = 0
+    used = 0
+    clipped = False
+    for row in numbered:
+        if used + len(row) + 1 > BUDGET:
+            if kept:
+                break
+            # A single enormous line (minified code, a data dump): show its start.
+            numbered[0] = _clip(row, BUDGET)
+            bare[0] = _clip(bare[0], BUDGET)
+            clipped = True
+        kept += 1
+        used += len(numbered[kept - 1]) + 1
+    end_line = reply.start_line + kept - 1
+    truncated = reply.truncated or clipped or kept < len(numbered)
+    if not kept and truncated:
+        end_line = reply.start_line  # that unreadable line counts as passed
+    next_start = end_line + 1 if truncated and end_line < reply.total_lines else None
+    if not kept:
+        end_line = reply.start_line - 1
+    structured = {
+        "path": reply.path,
+        "start_line": reply.start_line,
+        "end_line": end_line,
+        "total_lines": reply.total_lines,
+        "truncated": truncated,
+        "next_start_line": next_start,
+        "text": "\n".join(bare[:kept]),
+        "uri": file_uri(reply.path),
+        "notes": list(notes),
+    }
+    if not kept and reply.truncated and reply.start_line <= reply.total_lines:
+        # The daemon returns whole lines only: a line longer than its read limit comes
+        # back as nothing at all. Say so and point past it, or the model would loop.
+        head = (
+            f"{reply.path}: line {reply.start_line} alone is longer than kbindex returns "
+            "in one read, so it cannot be shown"
+        )
+        if next_start is not None:
+            head += f"; continue with start_line={next_start}"
+        head += "."
+    elif not kept:
+        head = (
+            f"{reply.path} has {reply.total_lines} line(s); nothing to show from line "
+            f"{reply.start_line}."
+        )
+    else:
+        head = f"{reply.path} lines {reply.start_line}-{end_line} of {reply.total_lines}"
+        if clipped:
+            head += " (line too long, cut short)"
+        if next_start is not None:
+            head += f" (truncated; continue with start_line={next_start})"
+    lines = [head, *numbered[:kept]]
+    _notes(lines, notes)
+    return structured, "\n".join(lines)
+
+
+# ------------------------------------------------------------------ find_files
+
+
+def _file(info: FileInfo) -> dict[str, Any]:
+    return {
+        "path": info.path,
+        "relpath": info.relpath,
+        "root": info.root,
+        "size": info.size,
+        "last_modified": iso(info.last_modified),
+        "uri": file_uri(info.path),
+    }
+
+
+def find_files(reply: FindFilesReply, glob: str, notes: list[str]) -> tuple[dict[str, Any], str]:
+    files: list[dict[str, Any]] = []
+    lines: list[str] = []
+    used_json = used_text = 0
+    for info in reply.files:
+        item = _file(info)
+        line = f"{info.path}  ({human_size(info.size)}, modified {item['last_modified'][:10]})"
+        cost_json, cost_text = _size(item), len(line) + 1
+        if files and (used_json + cost_json > BUDGET or used_text + cost_text > BUDGET):
+            break
+        files.append(item)
+        lines.append(line)
+        used_json += cost_json
+        used_text += cost_text
+    truncated = reply.truncated or len(files) < reply.total
+    structured = {
+        "glob": glob,
+        "files": files,
+        "returned": len(files),
+        "total": reply.total,
+        "truncated": truncated,
+        "notes": list(notes),
+    }
+    if not files:
+        text_lines = [
+            f"No indexed files match {glob!r}. Globs are relative to the indexed folders "
+            "('*' also crosses '/'), e.g. '*.md' or 'docs/*'; absolute paths work too."
+        ]
+    else:
+        text_lines = [f"{reply.total} indexed file(s) match {glob!r}, showing {len(files)}:"]
+        text_lines.extend(lines)
+        if truncated:
+            text_lines.append("More files match: narrow the glob or raise limit.")
+    _notes(text_lines, notes)
+    return structured, "\n".join(text_lines)
