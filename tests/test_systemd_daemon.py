@@ -1,0 +1,212 @@
+"""The daemon under a service manager, with the manager's side played by the test:
+a real datagram socket as NOTIFY_SOCKET, a real listening socket passed as fd 3, real
+signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
+from kbindex.proto.client import Client, ClientError
+from kbindex.proto.messages import RefreshReply
+
+pytestmark = pytest.mark.anyio
+
+
+class NotifyListener:
+    """The service manager's end of sd_notify: collects every datagram."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.setblocking(False)
+        self.messages: list[str] = []
+
+    def drain(self) -> list[str]:
+        while True:
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except BlockingIOError:
+                return self.messages
+
+    def fields(self) -> list[str]:
+        return [line for m in self.drain() for line in m.splitlines()]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def test_ready_status_watchdog_and_stopping(make_daemon: MakeDaemon, sockdir: Path) -> None:
+    listener = NotifyListener(sockdir / "notify")
+    d = make_daemon()
+    for i in range(50):
+        write(d.root / f"n{i}.md", f"note {i}\n")
+    d.extra_env = {"NOTIFY_SOCKET": str(listener.path), "WATCHDOG_USEC": "400000"}
+    try:
+        await d.start()
+
+        async def seen(prefix: str) -> bool:
+            return any(f.startswith(prefix) for f in listener.fields())
+
+        await wait_for(lambda: seen("READY=1"))
+        await wait_for(lambda: seen("STATUS=idle, 50 files"))
+        # WATCHDOG_USEC=0.4 s: pings every 0.2 s; several arrive within a couple of seconds.
+        await wait_for(lambda: _count(listener.fields(), "WATCHDOG=1", at_least=3), timeout=5)
+        assert d.stop() == 0
+        assert "STOPPING=1" in listener.fields()
+        ready_at = listener.fields().index("READY=1")
+        assert ready_at >= 0
+    finally:
+        listener.close()
+
+
+async def _count(fields: list[str], value: str, *, at_least: int) -> bool:
+    return fields.count(value) >= at_least
+
+
+async def test_socket_activation_serves_the_inherited_socket(
+    make_daemon: MakeDaemon, sockdir: Path
+) -> None:
+    d = make_daemon()
+    write(d.root / "a.md", "activated search\n")
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(d.socket))
+    listening.listen()
+    fd = listening.fileno()
+    # A tiny launcher puts the socket at fd 3 and sets LISTEN_PID to its own pid, then
+    # execs the daemon in the same process, as systemd does.
+    launcher = (
+        "import os, sys\n"
+        f"os.dup2({fd}, 3)\n"
+        "os.environ['LISTEN_FDS'] = '1'\n"
+        "os.environ['LISTEN_PID'] = str(os.getpid())\n"
+        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+    with d.log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", launcher, *d.command()[1:]],
+            pass_fds=(fd,),
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
+    listening.close()  # the daemon holds it now
+    try:
+
+        async def answers() -> bool:
+            try:
+                async with Client.connect(d.socket) as c:
+                    return bool((await c.search("activated")).hits)
+            except ClientError:
+                return False
+
+        await wait_for(answers, timeout=20)
+        proc.send_signal(signal.SIGTERM)
+        assert wait_exit(proc) == 0
+        # The socket file belongs to the service manager: the daemon leaves it in place.
+        assert d.socket.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def test_sigterm_lets_a_request_in_flight_finish(daemon: Daemon) -> None:
+    for i in range(3000):
+        write(daemon.root / f"d{i % 30}" / f"f{i}.txt", f"text number {i} " * 20)
+    final: list[object] = []
+    async with daemon.client() as c:
+
+        async def refresh() -> None:
+            async for reply in c.refresh_wait(full=True):
+                final.append(reply)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(refresh)
+            await wait_for(lambda: _progressing(final))
+            assert daemon.proc is not None
+            daemon.proc.send_signal(signal.SIGTERM)
+    assert isinstance(final[-1], RefreshReply), "the refresh in flight must get its answer"
+    assert daemon.proc is not None and wait_exit(daemon.proc) == 0
+
+
+async def _progressing(replies: list[object]) -> bool:
+    return len(replies) >= 1
+
+
+async def test_sigterm_during_large_index_then_restart_equals_disk(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    for i in range(4000):
+        write(d.root / f"d{i % 40}" / f"f{i}.md", f"body {i} " * 30)
+    await d.start(wait_scan=False)
+    assert d.proc is not None
+    d.proc.send_signal(signal.SIGTERM)
+    assert wait_exit(d.proc) == 0
+    d.proc = None
+    _assert_consistent(d)
+    await d.start()
+    _assert_consistent(d)
+    async with d.client() as c:
+        assert (await c.status()).indexed_files == 4000
+
+
+def _assert_consistent(d: Daemon) -> None:
+    """Every row in files has exactly one document, and every document a file on disk."""
+    conn = sqlite3.connect(f"file:{d.db_path}?mode=ro", uri=True)
+    try:
+        files = dict(conn.execute("SELECT id, path FROM files WHERE skip_reason IS NULL"))
+        docs = {r for (r,) in conn.execute("SELECT rowid FROM docs")}
+    finally:
+        conn.close()
+    assert set(files) == docs
+    assert all(os.path.exists(p) for p in files.values())
+
+
+async def test_sighup_reloads_roots_and_ignores_without_dropping_connections(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    write(first / "keep.md", "reload keep\n")
+    write(first / "drafts" / "draft.md", "reload draft\n")
+    write(second / "other.md", "reload other\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'roots = ["{first}"]\n')
+    d = make_daemon(first)
+    d.roots = []  # roots come from the config file, as under systemd
+    d.extra_args = ["--config", str(config)]
+    await d.start()
+    assert sorted(await d.search_paths("reload")) == ["drafts/draft.md", "keep.md"]
+
+    async with d.client() as held:  # a connection open across the reload
+        config.write_text(f'roots = ["{first}", "{second}"]\nexclude_globs = ["drafts/"]\n')
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGHUP)
+
+        async def reloaded() -> bool:
+            hits = sorted((await held.search("reload")).hits, key=lambda h: h.path)
+            return [h.relpath for h in hits] == ["keep.md", "other.md"]
+
+        await wait_for(reloaded, timeout=15)
+        status = await held.status()
+    assert sorted(r.path for r in status.roots) == sorted([str(first), str(second)])
+
+    config.write_text("roots = [\n")  # a broken config is refused; the daemon keeps going
+    d.proc.send_signal(signal.SIGHUP)
+    await wait_for(lambda: _logged(d, "reload refused"))
+    assert len(await d.search_paths("reload")) == 2
+
+
+async def _logged(d: Daemon, text: str) -> bool:
+    return text in d.log()
