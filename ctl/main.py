@@ -15,8 +15,7 @@ from typing import Any
 
 import anyio
 import msgspec
-
-from kbindex.ctl import render
+from kbindex.ctl import doctor, render, roots, service
 from kbindex.proto.client import Client, ClientError, DaemonError
 from kbindex.proto.messages import Progress, RefreshReply
 
@@ -130,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", type=int, metavar="LINE", help="last line (inclusive)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_read)
+
+    roots.add_parser(sub)
+    doctor.add_parser(sub)
+    service.add_parser(sub)
     return parser
 
 

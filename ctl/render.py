@@ -31,14 +31,21 @@ def status(reply: StatusReply) -> str:
     scan = f"last full scan {ago(reply.last_scan_at)}"
     if reply.last_scan_seconds is not None:
         scan += f" (took {reply.last_scan_seconds:.2f} s)"
-    lines.append(
-        f"index: {reply.indexed_files:,} files, {reply.index_size_mb:,.1f} MB, {scan}"
-    )
+    lines.append(f"index: {reply.indexed_files:,} files, {reply.index_size_mb:,.1f} MB, {scan}")
     if reply.progress is not None:
         p = reply.progress
         lines.append(f"busy: {p.phase} {p.done:,}/{p.total:,}")
     else:
         lines.append("busy: no (idle)")
+    if reply.watch:
+        live = f"watching: {reply.watch}, {reply.pending:,} change(s) pending"
+        live += f", last event {ago(reply.last_event_at)}"
+        if reply.lag is not None and reply.lag.last_seconds is not None:
+            live += f", change-to-searchable {reply.lag.last_seconds * 1000:,.0f} ms"
+            if reply.lag.max_seconds is not None:
+                live += f" (max {reply.lag.max_seconds * 1000:,.0f} ms"
+                live += f" in {reply.lag.window_seconds / 60:.0f} min)"
+        lines.append(live)
     if reply.skipped:
         parts = ", ".join(f"{reason} {n:,}" for reason, n in sorted(reply.skipped.items()))
         lines.append(f"skipped: {parts}")
@@ -95,9 +102,7 @@ class ProgressBar:
         if self.tty:
             filled = int(self.WIDTH * progress.done / total) if progress.total else 0
             bar = "#" * filled + "." * (self.WIDTH - filled)
-            self.stream.write(
-                f"\r{progress.phase:<9} [{bar}] {progress.done:,}/{progress.total:,}"
-            )
+            self.stream.write(f"\r{progress.phase:<9} [{bar}] {progress.done:,}/{progress.total:,}")
             self.stream.flush()
         elif progress.phase != self.last_phase or progress.done == progress.total:
             self.stream.write(f"{progress.phase}: {progress.done:,}/{progress.total:,}\n")

@@ -3,8 +3,14 @@ them in one task group.
 
 Order: take the instance locks, open (or rebuild) the index, start serving — search
 works while the first scan is still running — then scan, then rescan every
-``scan_interval_seconds``. SIGTERM or SIGINT cancels the group; cleanup (socket file,
-database) runs shielded; a second SIGINT during shutdown exits at once.
+``scan_interval_seconds``. Under systemd, readiness, progress and watchdog pings go to
+``$NOTIFY_SOCKET``, and an inherited (socket-activated) listener is served instead of a
+new one.
+
+Shutdown on SIGTERM or SIGINT: stop accepting, let requests in flight finish (up to
+``DRAIN_SECONDS``), then cancel the group; a batch being written finishes its
+transaction first (worker threads are not abandoned); cleanup (socket file, database)
+runs shielded. A second signal during shutdown exits at once.
 """
 
 from __future__ import annotations
@@ -13,62 +19,111 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
+from collections.abc import Callable
 from functools import partial
+from typing import Final
 
 import anyio
 import anyio.to_thread
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.activation import ActivationError, inherited_socket
+from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import IgnoreRules
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.instance import AlreadyRunning, Instance, UnsafeDirectory
+from kbindex.daemon.notify import Notifier, watchdog_loop
+from kbindex.daemon.reconciler import Reconciler
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.server import Server
 from kbindex.daemon.service import Service
 from kbindex.daemon.settings import Settings, SettingsError
 from kbindex.daemon.store import Store
+from kbindex.daemon.watcher import Watcher
 
 log = logging.getLogger("kbindexd")
 
+DRAIN_SECONDS: Final = 5.0
+STATUS_RECOUNT_SECONDS: Final = 30.0
 
-async def run(settings: Settings) -> None:
-    with Instance(settings.socket_path, settings.state_dir):
+
+async def run(
+    settings: Settings,
+    notifier: Notifier | None = None,
+    inherited: socket.socket | None = None,
+    reread: Callable[[], Settings] | None = None,
+) -> None:
+    """Run the daemon until a signal stops it. ``reread`` resolves the settings again
+    (from the same flags, environment and file) when SIGHUP asks for a reload."""
+    notifier = notifier or Notifier.from_environ()
+    with Instance(settings.socket_path, settings.state_dir, owns_socket=inherited is None):
         store = Store(settings.db_path)
+        notifier.status("opening the index")
         await anyio.to_thread.run_sync(store.open)
         try:
-            await _serve(settings, store)
+            await _serve(settings, store, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(store.close)
             log.info("stopped")
 
 
-async def _serve(settings: Settings, store: Store) -> None:
+async def _serve(
+    settings: Settings,
+    store: Store,
+    notifier: Notifier,
+    inherited: socket.socket | None,
+    reread: Callable[[], Settings] | None,
+) -> None:
     roots = Roots(settings.roots)
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
         excluded_extensions=settings.excluded_extensions,
         private_dirs=(settings.state_dir, settings.socket_path.parent),
+        exclude_globs=settings.exclude_globs,
+        root_options=[settings.options_for(r) for r in roots.paths],
     )
     health = Health()
     indexer = Indexer(store, roots, rules, health, settings.max_file_bytes)
+    changes = Changes()
+    health.depth = changes.depth
+    watcher = Watcher(
+        [(str(r), settings.watch_mode(r)) for r in roots.paths],
+        rules,
+        changes,
+        health,
+        poll_seconds=settings.poll_interval_seconds,
+    )
     async with anyio.create_task_group() as tg:
-        service = Service(settings, store, roots, indexer, health, tg)
-        server = Server(service.handle, settings.socket_path)
+        service = Service(
+            settings, store, roots, indexer, health, tg, changes=changes, watcher=watcher
+        )
+        server = Server(service.handle, settings.socket_path, inherited=inherited)
         await tg.start(server.serve)
+        # Ready once the socket is served: search works while the first scan runs.
+        notifier.ready(f"serving {len(roots.paths)} root(s); first scan running")
+        tg.start_soon(watchdog_loop, notifier)
+        tg.start_soon(_report_status, notifier, health, store)
         log.info(
             "serving %s on %s (index %s)",
             ", ".join(str(r) for r in roots.paths),
             settings.socket_path,
             settings.db_path,
         )
-        tg.start_soon(_signals, tg.cancel_scope)
-        tg.start_soon(_rescan_forever, indexer, settings.scan_interval_seconds)
+        tg.start_soon(_signals, tg, server, notifier)
+        if reread is not None:
+            tg.start_soon(_reloads, service, reread, notifier)
+        # Watches first, then the first scan: a change made during the scan is queued.
+        await tg.start(watcher.run)
+        tg.start_soon(Reconciler(indexer, roots, changes, health).run)
+        tg.start_soon(_rescan_forever, indexer, lambda: service.settings.scan_interval_seconds)
 
 
-async def _rescan_forever(indexer: Indexer, interval: float) -> None:
+async def _rescan_forever(indexer: Indexer, interval_of: Callable[[], float]) -> None:
     while True:
+        interval = interval_of()  # re-read each time: a reload may change it
         try:
             await indexer.refresh()
         except Exception:
@@ -78,14 +133,64 @@ async def _rescan_forever(indexer: Indexer, interval: float) -> None:
         await anyio.sleep(interval)
 
 
-async def _signals(scope: anyio.CancelScope) -> None:
+async def _signals(tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            if scope.cancel_called:
+            if tg.cancel_scope.cancel_called or server.draining:
                 log.warning("second signal: exiting now")
                 os._exit(130)
             log.info("received %s: shutting down", signal.Signals(signum).name)
-            scope.cancel()
+            notifier.stopping("shutting down")
+            tg.start_soon(_shutdown, tg, server)
+
+
+async def _reloads(service: Service, reread: Callable[[], Settings], notifier: Notifier) -> None:
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            notifier.reloading()
+            try:
+                new = await anyio.to_thread.run_sync(reread)
+            except SettingsError as exc:
+                log.error("reload refused, keeping the running configuration: %s", exc)
+            else:
+                log.info("%s", await service.reload(new))
+            notifier.ready()
+
+
+async def _shutdown(tg: anyio.abc.TaskGroup, server: Server) -> None:
+    if not await server.drain(DRAIN_SECONDS):
+        log.warning(
+            "%d request(s) still running after %.0f s; cancelling them",
+            server.in_flight,
+            DRAIN_SECONDS,
+        )
+    tg.cancel_scope.cancel()
+
+
+async def _report_status(notifier: Notifier, health: Health, store: Store) -> None:
+    """systemd STATUS= lines: progress while indexing, the file count when idle
+    (recounted after every scan and every STATUS_RECOUNT_SECONDS)."""
+    if not notifier.enabled:
+        return
+    last = ""
+    counted_scan: float | None = None
+    recount_at = 0.0
+    while True:
+        progress = health.progress
+        now = anyio.current_time()
+        text = last
+        if progress is not None:
+            text = f"{progress.phase} {progress.done:,}/{progress.total:,} files"
+        elif health.last_scan_at is None:
+            text = "first scan starting"
+        elif health.last_scan_at != counted_scan or now >= recount_at:
+            files = await anyio.to_thread.run_sync(store.indexed_count)
+            text = f"idle, {files:,} files"
+            counted_scan, recount_at = health.last_scan_at, now + STATUS_RECOUNT_SECONDS
+        if text != last:
+            notifier.status(text)
+            last = text
+        await anyio.sleep(0.5)
 
 
 def _configure_logging(level: str) -> None:
@@ -109,13 +214,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbindexd: {exc}", file=sys.stderr)  # noqa: T201
         return 2
     _configure_logging(settings.log_level)
+    # Everything the daemon creates (socket, index, locks) is for its user alone.
+    os.umask(0o077)
+    notifier = Notifier.from_environ(unset=True)
     try:
-        anyio.run(partial(run, settings))
+        inherited = inherited_socket()
+    except ActivationError as exc:
+        # A misconfigured socket unit: restarting would not help (exit 2 is not retried).
+        log.error("%s", exc)
+        return 2
+    try:
+        anyio.run(partial(run, settings, notifier, inherited, partial(settings_mod.load, args)))
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        notifier.close()
     return 0
 
 

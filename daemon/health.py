@@ -1,25 +1,58 @@
 """What the daemon knows about its own state, for ``status`` and search freshness.
 
-One mutable object owned by the composition root and updated by the indexer (and the
-watcher): status is always computed from live facts on request, never from a file.
+One mutable object owned by the composition root and updated by the indexer and the
+watcher: status is always computed from live facts on request, never from a file.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
-from kbindex.proto.messages import FileIssue, Freshness, ScanProgress
+from kbindex.proto.messages import FileIssue, Freshness, LagReport, ReconcileReport, ScanProgress
 
 RECENT_ERRORS = 20
+LAG_WINDOW_SECONDS: Final = 300.0
+SEVERITY: Final = {
+    "": 0,
+    "ok": 0,
+    "live": 0,
+    "polling": 1,
+    "off": 1,
+    "degraded": 2,
+    "error": 3,
+    "missing": 3,
+}
+"""Watcher states from best to worst; the freshness of a search shows the worst."""
 
 
 @dataclass
 class RootHealth:
     state: str = "ok"
+    """From the last reconcile: ``ok`` or ``missing``."""
     detail: str = ""
     last_scan_at: float | None = None
+    watch: str = ""
+    """Set by the watcher: ``live``, ``polling``, ``degraded``, ``error`` or ``off``."""
+    watch_detail: str = ""
+    poll_seconds: float | None = None
+    last_event_at: float | None = None
+    last_reconcile: ReconcileReport | None = None
+
+    @property
+    def shown_state(self) -> str:
+        return self.state if self.state != "ok" else (self.watch or "ok")
+
+    @property
+    def shown_detail(self) -> str:
+        return self.detail if self.state != "ok" else self.watch_detail
+
+
+def _nothing_pending() -> int:
+    return 0
 
 
 @dataclass
@@ -28,14 +61,27 @@ class Health:
     last_scan_at: float | None = None
     last_scan_seconds: float | None = None
     progress: ScanProgress | None = None
-    pending: int = 0
     errors_encountered: int = 0
     recent_errors: deque[FileIssue] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
     roots: dict[str, RootHealth] = field(default_factory=dict)
+    files_read: int = 0
+    files_moved: int = 0
+    last_event_at: float | None = None
+    last_lag: float | None = None
+    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    """(monotonic time indexed, seconds since the event), newest last."""
+    depth: Callable[[], int] = _nothing_pending
+    """How many changes wait in the watcher's queue (set by the composition root)."""
+    applying: int = 0
+    """Changes taken from the queue and not yet in the index."""
 
     @property
     def scanning(self) -> bool:
         return self.progress is not None
+
+    @property
+    def pending(self) -> int:
+        return self.depth() + self.applying
 
     def error(self, path: str, reason: str) -> None:
         self.errors_encountered += 1
@@ -44,7 +90,33 @@ class Health:
     def root(self, path: str) -> RootHealth:
         return self.roots.setdefault(path, RootHealth())
 
+    def record_lag(self, seconds: float) -> None:
+        self.last_lag = seconds
+        self.lags.append((time.monotonic(), seconds))
+
+    def lag(self) -> LagReport:
+        horizon = time.monotonic() - LAG_WINDOW_SECONDS
+        recent = [lag for at, lag in self.lags if at >= horizon]
+        return LagReport(
+            last_seconds=_round(self.last_lag),
+            max_seconds=_round(max(recent)) if recent else None,
+            window_seconds=LAG_WINDOW_SECONDS,
+            samples=len(recent),
+        )
+
+    def watch_state(self) -> str:
+        states = [rh.shown_state for rh in self.roots.values()]
+        return max(states, key=lambda s: SEVERITY.get(s, 3), default="")
+
     def freshness(self) -> Freshness:
         return Freshness(
-            last_scan_at=self.last_scan_at, scanning=self.scanning, pending=self.pending
+            last_scan_at=self.last_scan_at,
+            scanning=self.scanning,
+            pending=self.pending,
+            watch=self.watch_state(),
+            lag_seconds=self.lag().max_seconds,
         )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

@@ -1,17 +1,39 @@
-"""Which directories and files a scan passes over, decided in one place.
+"""Which directories and files are indexed, decided in one place for scans and events.
 
-Built-in rules skip version-control and dependency/build directories (they hold
-generated or vendored text that drowns real notes), directories marked as caches
-(``CACHEDIR.TAG``) or virtualenvs (``pyvenv.cfg``), and the daemon's own state and
-socket directories when they lie inside a root. Files are filtered by extension.
-Each rule returns a short reason so ``kbctl why`` can explain it.
+Rules, in the order they are checked:
+
+1. Built-in: version-control and dependency/build directories (they hold generated or
+   vendored text that drowns real notes), directories marked as caches
+   (``CACHEDIR.TAG``) or virtualenvs (``pyvenv.cfg``), and the daemon's own state and
+   socket directories when they lie inside a root.
+2. Extensions: ``included_extensions`` / ``excluded_extensions``.
+3. The config's ``exclude_globs`` and ``[root."PATH"] exclude`` patterns. A .gitignore
+   negation cannot undo them: the config is the user's last word.
+4. ``.gitignore`` and ``.kbignore`` files, nested, with negations, in git's semantics
+   (pathspec's GitIgnoreSpec): the deepest file with a matching pattern decides, and in
+   one directory ``.kbignore`` is read after ``.gitignore``, so it wins. As in git, a
+   file inside an ignored directory cannot be re-included.
+5. ``[root."PATH"] include``: when given, a file must match one of these patterns.
+
+Every check returns a short reason (which rule, in which file, on which line) so
+``kbctl why`` can explain it. Pattern files are cached and re-read when their size,
+mtime, ctime or inode changes, so an edited .gitignore takes effect at the next walk.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+import pathspec
+from kbindex.daemon.settings import RootOptions
+
+log = logging.getLogger(__name__)
 
 IGNORED_DIR_NAMES: Final = frozenset(
     {
@@ -47,6 +69,64 @@ IGNORED_DIR_NAMES: Final = frozenset(
     }
 )
 MARKER_FILES: Final = ("CACHEDIR.TAG", "pyvenv.cfg")
+IGNORE_FILES: Final = (".gitignore", ".kbignore")
+"""Pattern files read in every directory, in this order (a later one wins)."""
+MAX_IGNORE_FILE_BYTES: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Patterns:
+    """Compiled gitignore-style patterns that apply below the directory ``base``."""
+
+    base: str
+    spec: pathspec.GitIgnoreSpec
+    where: tuple[str, ...]
+    """For each pattern of ``spec``, where it was written (shown in reasons)."""
+
+    def check(self, rel: str) -> tuple[bool, str] | None:
+        """(ignored, reason) when a pattern decides ``rel`` (relative to ``base``; a
+        directory ends with ``/``), else None. ``ignored`` is False for a negation."""
+        result = self.spec.check_file(rel)
+        if result.include is None or result.index is None:
+            return None
+        pattern = self.spec.patterns[result.index].pattern
+        where = self.where[result.index] if result.index < len(self.where) else "?"
+        return bool(result.include), f'pattern "{pattern!s}" in {where}'
+
+
+def compile_patterns(base: str, lines: Iterable[tuple[str, str]]) -> Patterns | None:
+    """Patterns from (pattern, where) pairs; blank lines are dropped, bad ones logged."""
+    kept: list[tuple[str, str]] = []
+    for line, where in lines:
+        if not line.strip():
+            continue
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except ValueError as exc:
+            log.warning("ignoring bad pattern %r (%s): %s", line, where, exc)
+            continue
+        kept.append((line, where))
+    if not kept:
+        return None
+    spec = pathspec.GitIgnoreSpec.from_lines([line for line, _ in kept])
+    # Trigger: pathspec keeps one pattern per non-blank line (comments as null patterns),
+    # so indexes line up; if a version ever drops some, reasons lose their line numbers.
+    origins = tuple(w for _, w in kept) if len(spec.patterns) == len(kept) else ()
+    return Patterns(base, spec, origins)
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The pattern files that apply to the entries of one directory, shallowest first."""
+
+    root: str
+    files: tuple[Patterns, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _RootPatterns:
+    exclude: Patterns | None
+    include: Patterns | None
 
 
 class IgnoreRules:
@@ -56,12 +136,59 @@ class IgnoreRules:
         included_extensions: frozenset[str] | None,
         excluded_extensions: frozenset[str],
         private_dirs: tuple[Path, ...] = (),
+        exclude_globs: Sequence[str] = (),
+        root_options: Iterable[RootOptions] = (),
     ) -> None:
         self.included = included_extensions
         self.excluded = excluded_extensions
         self.private_dirs = frozenset(os.path.realpath(d) for d in private_dirs)
+        self.exclude_globs = tuple(exclude_globs)
+        self._roots: dict[str, _RootPatterns] = {}
+        self._files: dict[str, tuple[tuple[int, int, int, int], Patterns | None]] = {}
+        for options in root_options:
+            self.configure_root(options)
 
-    def ignored_dir(self, path: str, name: str) -> str | None:
+    # ------------------------------------------------------------ configuration
+
+    def configure_root(self, options: RootOptions) -> None:
+        """Set a root's config patterns (at startup, and for roots added at runtime)."""
+        root = str(options.path)
+        lines = [(p, "exclude_globs in the config") for p in self.exclude_globs]
+        lines += [(p, f'[root."{root}"] exclude in the config') for p in options.exclude]
+        include = [(p, f'[root."{root}"] include in the config') for p in options.include]
+        self._roots[root] = _RootPatterns(
+            compile_patterns(root, lines), compile_patterns(root, include)
+        )
+
+    def forget_root(self, root: str) -> None:
+        self._roots.pop(root, None)
+        prefix = root + os.sep
+        for path in [p for p in self._files if p.startswith(prefix)]:
+            self._files.pop(path, None)
+
+    def _root_patterns(self, root: str) -> _RootPatterns:
+        found = self._roots.get(root)
+        if found is None:
+            found = self._roots[root] = _RootPatterns(
+                compile_patterns(
+                    root, [(p, "exclude_globs in the config") for p in self.exclude_globs]
+                ),
+                None,
+            )
+        return found
+
+    # ------------------------------------------------------------ the walk's side
+
+    def enter(self, chain: Chain, directory: str, names: Iterable[str] | None = None) -> Chain:
+        """The chain for the entries of ``directory``: its parent's plus its own pattern
+        files. ``names`` are the directory's entries when the caller has listed it."""
+        present = IGNORE_FILES if names is None else [n for n in names if n in IGNORE_FILES]
+        added = [
+            p for name in IGNORE_FILES if name in present and (p := self._load(directory, name))
+        ]
+        return Chain(chain.root, chain.files + tuple(added)) if added else chain
+
+    def ignored_dir(self, path: str, name: str, chain: Chain | None = None) -> str | None:
         """Why directory ``path`` (named ``name``) is not walked, or None."""
         if name in IGNORED_DIR_NAMES or name.endswith(".egg-info"):
             return f"built-in ignore: {name}/"
@@ -70,13 +197,122 @@ class IgnoreRules:
         for marker in MARKER_FILES:
             if os.path.exists(os.path.join(path, marker)):
                 return f"contains {marker}"
-        return None
+        return None if chain is None else self._by_patterns(chain, path, is_dir=True)
 
-    def ignored_file(self, name: str) -> str | None:
-        """Why a file named ``name`` is not indexed, or None."""
+    def ignored_file(
+        self, name: str, path: str | None = None, chain: Chain | None = None
+    ) -> str | None:
+        """Why a file named ``name`` is not indexed, or None. The extension rules need
+        only the name; pattern rules run when ``path`` and its directory's ``chain`` are given."""
         ext = os.path.splitext(name)[1].lower()
         if ext in self.excluded:
             return f"extension {ext} is in excluded_extensions"
         if self.included is not None and ext not in self.included:
             return f"extension {ext or '(none)'} is not in included_extensions"
+        if path is None or chain is None:
+            return None
+        return self._by_patterns(chain, path, is_dir=False)
+
+    def _by_patterns(self, chain: Chain, path: str, *, is_dir: bool) -> str | None:
+        root = chain.root
+        slash = "/" if is_dir else ""
+        config = self._root_patterns(root)
+        rel_root = path[len(root) + 1 :]
+        if config.exclude is not None:
+            hit = config.exclude.check(rel_root + slash)
+            if hit is not None and hit[0]:
+                return hit[1]
+        for patterns in reversed(chain.files):
+            hit = patterns.check(path[len(patterns.base) + 1 :] + slash)
+            if hit is not None:
+                if hit[0]:
+                    return hit[1]
+                break  # re-included by a negation in a deeper (or later) file
+        if not is_dir and config.include is not None:
+            hit = config.include.check(rel_root)
+            if hit is None or not hit[0]:
+                return f'not matched by the include patterns of [root."{root}"] in the config'
         return None
+
+    # ------------------------------------------------------------ events, scopes, why
+
+    def context(
+        self, root: str, directory: str, memo: dict[str, Chain | str] | None = None
+    ) -> Chain | str:
+        """The chain for the entries of ``directory`` (``root`` or a directory inside
+        it), or the reason ``directory`` or one above it is not walked. ``memo`` shares
+        work between the many scopes of one refresh."""
+        if memo is not None and directory in memo:
+            return memo[directory]
+        out: Chain | str
+        if directory == root:
+            out = self.enter(Chain(root), root)
+        else:
+            parent, name = os.path.split(directory)
+            above = self.context(root, parent, memo)
+            if isinstance(above, str):
+                out = above
+            else:
+                reason = self.ignored_dir(directory, name, above)
+                out = reason if reason is not None else self.enter(above, directory)
+        if memo is not None:
+            memo[directory] = out
+        return out
+
+    def explain(self, root: str, path: str) -> str | None:
+        """Why ``path`` (inside ``root``) is not indexed by rule, or None."""
+        parent, name = os.path.split(path)
+        if path == root:
+            return "it is a directory"
+        chain = self.context(root, parent)
+        if isinstance(chain, str):
+            return chain
+        if os.path.isdir(path):
+            return self.ignored_dir(path, name, chain) or "it is a directory"
+        return self.ignored_file(name, path, chain)
+
+    def quick_ignored(self, root: str, path: str, *, is_dir: bool) -> bool:
+        """A cheap test for the watcher's thread: is ``path`` (inside ``root``) under a
+        built-in ignored or a private directory, or (a directory) one itself? Pattern
+        rules need file reads: the walk applies them."""
+        parts = path[len(root) + 1 :].split(os.sep)
+        if not is_dir:
+            parts.pop()
+        if any(p in IGNORED_DIR_NAMES or p.endswith(".egg-info") for p in parts):
+            return True
+        # Only a private directory inside the root hides paths: one that holds the
+        # root (a socket directory above it) hides nothing.
+        return any(
+            d.startswith(root + os.sep) and (path == d or path.startswith(d + os.sep))
+            for d in self.private_dirs
+        )
+
+    def is_pattern_file(self, name: str) -> bool:
+        return name in IGNORE_FILES
+
+    # ------------------------------------------------------------ pattern files
+
+    def _load(self, directory: str, name: str) -> Patterns | None:
+        path = os.path.join(directory, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._files.pop(path, None)
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+        cached = self._files.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read(MAX_IGNORE_FILE_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            log.warning("cannot read %s: %s", path, exc.strerror or exc)
+            return None
+        patterns = compile_patterns(
+            directory, ((line, f"{path} line {n}") for n, line in enumerate(text.splitlines(), 1))
+        )
+        self._files[path] = (key, patterns)
+        return patterns

@@ -16,17 +16,17 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
 from kbindex.daemon import textfile
 from kbindex.daemon.health import Health
-from kbindex.daemon.ignore import IgnoreRules
+from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.scanner import Seen, Walk, walk
 from kbindex.daemon.store import Store, Update
-from kbindex.proto.messages import ScanProgress
+from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ BATCH_FILES: Final = 500
 BATCH_BYTES: Final = 32 << 20
 
 ProgressCallback = Callable[[ScanProgress], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class Indexer:
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
 
-    async def _write(self, fn: Callable[..., object], *args: object) -> object:
+    async def _write(self, fn: Callable[..., T], *args: object) -> T:
         return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._writer)
 
     async def refresh(
@@ -79,7 +80,9 @@ class Indexer:
             if scope is None:
                 self.health.last_scan_at = time.time()
                 self.health.last_scan_seconds = outcome.seconds
-            log.info(
+            # Event-driven refreshes (every saved file) log at debug, full scans at info.
+            log.log(
+                logging.INFO if scope is None else logging.DEBUG,
                 "refresh of %s: %d files seen, %d changed, %d removed, %d errors in %.2f s",
                 "every root" if scope is None else f"{len(scope)} path(s)",
                 outcome.seen,
@@ -97,13 +100,18 @@ class Indexer:
         on_progress: ProgressCallback | None,
         started: float,
     ) -> Outcome:
-        targets = scope if scope is not None else [Located(r, r, "") for r in self.roots]
+        current = self.roots.paths
+        # A scope computed before a root was removed must not write into it again.
+        targets = (
+            [t for t in scope if t.root in current]
+            if scope is not None
+            else [Located(r, r, "") for r in current]
+        )
         seen: dict[str, Seen] = {}
         unlisted: list[str] = []
-        for target in targets:
-            result: Walk = await anyio.to_thread.run_sync(
-                walk, target.root, target.path, self.rules
-            )
+        # One worker thread walks every target: a burst brings thousands of scopes.
+        results = await anyio.to_thread.run_sync(self._walk_all, targets)
+        for target, result in zip(targets, results, strict=True):
             seen.update(result.files)
             unlisted += [p for p, _ in result.problems]
             for path, reason in result.problems:
@@ -155,6 +163,7 @@ class Indexer:
                     and o.reason == textfile.SkipReason.UNREADABLE
                 )
                 await self._write(self.store.apply, updates, [p for p in vanished if p in known])
+                self.health.files_read += len(updates)
                 done += count
                 progress = ScanProgress(
                     phase="indexing", done=done, total=total, started_at=progress.started_at
@@ -162,7 +171,49 @@ class Indexer:
                 self.health.progress = progress
                 if on_progress is not None:
                     await on_progress(progress)
-        return Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
+        outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
+        self._report_roots(targets, seen, changed, removed, outcome.seconds)
+        return outcome
+
+    def _walk_all(self, targets: Sequence[Located]) -> list[Walk]:
+        memo: dict[str, Chain | str] = {}
+        return [walk(t.root, t.path, self.rules, memo) for t in targets]
+
+    def _report_roots(
+        self,
+        targets: Sequence[Located],
+        seen: dict[str, Seen],
+        changed: list[Seen],
+        removed: list[str],
+        seconds: float,
+    ) -> None:
+        """For every whole root refreshed: what this reconcile found, for status."""
+        for target in targets:
+            if target.path != target.root:
+                continue
+            root = str(target.root)
+            prefix = root + "/"
+            self.health.root(root).last_reconcile = ReconcileReport(
+                at=time.time(),
+                seconds=round(seconds, 4),
+                files_seen=sum(1 for s in seen.values() if s.root == root),
+                changed=sum(1 for s in changed if s.root == root),
+                removed=sum(1 for p in removed if p.startswith(prefix)),
+            )
+
+    async def move(self, src: Located, dest: Located) -> int:
+        """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
+        async with self._job:
+            moved = await self._write(
+                self.store.move, str(src.path), str(dest.path), str(dest.root)
+            )
+            self.health.files_moved += moved
+            return moved
+
+    async def remove_root(self, root: str) -> int:
+        """Forget every document of a root that is no longer indexed."""
+        async with self._job:
+            return await self._write(self.store.remove_root, root)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []

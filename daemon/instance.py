@@ -29,13 +29,19 @@ class UnsafeDirectory(Exception):
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` with mode 0700, or check that an existing one is ours and private."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create ``path`` with mode 0700, or check that an existing one is ours.
+
+    An existing directory's mode is left alone (it may be a folder the user chose,
+    such as their home); the socket in it is created 0600 all the same (umask 077).
+    """
+    if not path.exists():
+        path.mkdir(parents=True, mode=0o700)
+        return
     st = path.stat()
     if st.st_uid != os.getuid():
         raise UnsafeDirectory(f"{path} belongs to uid {st.st_uid}, not to you")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(path, 0o700)
+    if stat.S_IMODE(st.st_mode) & 0o022:
+        log.warning("socket directory %s is writable by others", path)
 
 
 class _FileLock:

@@ -37,6 +37,14 @@ class Roots:
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(self.paths)
 
+    def add(self, root: Path) -> None:
+        """A root added at runtime (already validated). ``paths`` is replaced, never
+        mutated, so a task iterating the old tuple is not disturbed."""
+        self.paths = (*self.paths, Path(os.path.realpath(root)))
+
+    def remove(self, root: Path) -> None:
+        self.paths = tuple(p for p in self.paths if p != root)
+
     def locate(self, path: Path) -> Located | None:
         """The root holding an already-real absolute ``path``, without touching the disk."""
         for root in self.paths:

@@ -2,9 +2,10 @@
 
 A walk only lists and stats (``os.scandir`` gives the type for free, one ``stat`` per
 file gives size and ``mtime_ns``); it never opens a file. Comparing the result with
-the index's metadata decides what must be read. Symlinked directories are not
-followed (no loops, no duplicates); a symlinked file is indexed only when its target
-lies inside the same root. FIFOs, sockets and devices are never opened.
+the index's metadata decides what must be read. Symlinks are never followed, to
+files or directories: no loops, no way out of a root, and no duplicate results (a
+target inside a root is indexed at its real path). FIFOs, sockets and devices are
+never opened.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbindex.daemon.ignore import IgnoreRules
+from kbindex.daemon.ignore import Chain, IgnoreRules
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +38,15 @@ class Walk:
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(path, reason) for directories that could not be listed."""
     root_missing: bool = False
+    ignored: str = ""
+    """Why the scope itself is ignored (then ``files`` is empty)."""
 
 
-def walk(root: Path, start: Path, rules: IgnoreRules) -> Walk:
-    """Walk ``start`` (``root`` itself or a path inside it) and stat every eligible file."""
+def walk(
+    root: Path, start: Path, rules: IgnoreRules, memo: dict[str, Chain | str] | None = None
+) -> Walk:
+    """Walk ``start`` (``root`` itself or a path inside it) and stat every eligible file.
+    ``memo`` caches the ignore rules of directories between the scopes of one refresh."""
     result = Walk()
     root_s = str(root)
     prefix_len = len(root_s) + 1
@@ -52,15 +58,22 @@ def walk(root: Path, start: Path, rules: IgnoreRules) -> Walk:
     except OSError as exc:
         result.problems.append((str(start), exc.strerror or str(exc)))
         return result
-    if not stat.S_ISDIR(st.st_mode):
-        seen = _seen_file(root, str(start), start.name, st, rules, prefix_len)
+    is_dir = stat.S_ISDIR(st.st_mode)
+    context = rules.context(root_s, str(start) if is_dir else str(start.parent), memo)
+    if isinstance(context, str):
+        result.ignored = context
+        return result
+    if not is_dir:
+        seen = _seen_file(root, str(start), start.name, st, rules, context, prefix_len)
         if seen is not None:
             result.files[seen.path] = seen
         return result
 
-    stack = [str(start)]
+    # (directory, chain, entered): a directory's own pattern files are added to the
+    # chain once it is listed, so no extra stat is spent on directories without them.
+    stack: list[tuple[str, Chain, bool]] = [(str(start), context, True)]
     while stack:
-        directory = stack.pop()
+        directory, chain, entered = stack.pop()
         try:
             entries = list(os.scandir(directory))
         except FileNotFoundError:
@@ -69,37 +82,37 @@ def walk(root: Path, start: Path, rules: IgnoreRules) -> Walk:
             result.problems.append((directory, exc.strerror or str(exc)))
             log.warning("cannot list %s: %s", directory, exc.strerror or exc)
             continue
+        if not entered:
+            chain = rules.enter(chain, directory, (e.name for e in entries))
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if rules.ignored_dir(entry.path, entry.name) is None:
-                        stack.append(entry.path)
+                    if rules.ignored_dir(entry.path, entry.name, chain) is None:
+                        stack.append((entry.path, chain, False))
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished between listing and stat
-            seen = _seen_file(root, entry.path, entry.name, st, rules, prefix_len)
+            seen = _seen_file(root, entry.path, entry.name, st, rules, chain, prefix_len)
             if seen is not None:
                 result.files[seen.path] = seen
     return result
 
 
 def _seen_file(
-    root: Path, path: str, name: str, st: os.stat_result, rules: IgnoreRules, prefix_len: int
+    root: Path,
+    path: str,
+    name: str,
+    st: os.stat_result,
+    rules: IgnoreRules,
+    chain: Chain,
+    prefix_len: int,
 ) -> Seen | None:
-    if rules.ignored_file(name) is not None:
+    if rules.ignored_file(name, path, chain) is not None:
         return None
     if not _storable(path):
         log.warning("skipping a file whose name is not valid UTF-8: %r", path)
         return None
-    if stat.S_ISLNK(st.st_mode):
-        target = os.path.realpath(path)
-        if not (target + os.sep).startswith(str(root) + os.sep):
-            return None
-        try:
-            st = os.stat(target)
-        except OSError:
-            return None
     if not stat.S_ISREG(st.st_mode):
         return None
     return Seen(path, str(root), path[prefix_len:], st.st_size, st.st_mtime_ns)

@@ -87,6 +87,9 @@ class Server:
         self.socket_path = socket_path
         self.inherited = inherited
         self.connections = 0
+        self.in_flight = 0
+        self._accepting = anyio.CancelScope()
+        self._idle: anyio.Event | None = None
 
     async def serve(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -96,16 +99,38 @@ class Server:
             listener = await SocketListener.from_socket(self.inherited)
         else:
             listener = await anyio.create_unix_listener(self.socket_path, mode=0o600)
-        try:
-            async with listener:
-                task_status.started()
-                await listener.serve(self._connection)
-        finally:
-            if self.inherited is None:
-                # Only a socket file this process created is removed; an inherited one
-                # belongs to systemd.
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.socket_path)
+        # Connections live in their own task group, outside the accept loop's scope, so
+        # that stopping accepting (drain) does not cut off requests already in flight.
+        async with anyio.create_task_group() as connections:
+            try:
+                async with listener:
+                    with self._accepting:
+                        task_status.started()
+                        await listener.serve(self._connection, task_group=connections)
+            finally:
+                self._unlink()
+            await anyio.sleep_forever()  # until the daemon's group is cancelled
+
+    def _unlink(self) -> None:
+        # Only a socket file this process created is removed; an inherited one belongs
+        # to systemd.
+        if self.inherited is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket_path)
+
+    @property
+    def draining(self) -> bool:
+        return self._accepting.cancel_called
+
+    async def drain(self, deadline: float) -> bool:
+        """Stop accepting and wait up to ``deadline`` seconds for requests in flight.
+        Returns True when none is left."""
+        self._accepting.cancel()
+        if self.in_flight:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(deadline):
+                await self._idle.wait()
+        return self.in_flight == 0
 
     async def _connection(self, stream: SocketStream) -> None:
         self.connections += 1
@@ -160,6 +185,7 @@ class Server:
         async def emit(reply: Reply) -> None:
             await send(msgspec.structs.replace(reply, id=request.id))
 
+        self.in_flight += 1
         try:
             try:
                 reply = await self.handler(request, emit)
@@ -176,4 +202,7 @@ class Server:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await emit(reply)
         finally:
+            self.in_flight -= 1
+            if self.in_flight == 0 and self._idle is not None:
+                self._idle.set()
             slots.release()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -17,17 +18,23 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from kbindex.daemon import searcher, textfile
+from kbindex.daemon import config_file, searcher, textfile
+from kbindex.daemon.changes import Changes
+from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
-from kbindex.daemon.roots import InvalidPath, OutsideRoots, Roots
-from kbindex.daemon.settings import Settings
+from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
+from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
 from kbindex.daemon.store import Store
+from kbindex.daemon.watcher import Watcher
 from kbindex.proto.messages import (
     MAX_LIMIT,
     MIN_LIMIT,
     PROTOCOL_VERSION,
+    AddRoot,
+    Check,
+    CheckReply,
     ErrorCode,
     ErrorReply,
     FindFiles,
@@ -41,8 +48,10 @@ from kbindex.proto.messages import (
     ReadFileReply,
     Refresh,
     RefreshReply,
+    RemoveRoot,
     Reply,
     Request,
+    RootsReply,
     RootStatus,
     ScanProgress,
     Search,
@@ -62,6 +71,8 @@ CAPABILITIES: Final = [
     "read_file",
     "find_files",
     "why",
+    "watch",
+    "roots.add_remove",
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
 READERS: Final = 8
@@ -85,6 +96,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     OutsideRoots: ErrorCode.OUTSIDE_ROOTS,
     searcher.NotIndexed: ErrorCode.NOT_FOUND,
     VersionMismatch: ErrorCode.VERSION_MISMATCH,
+    ConfigError: ErrorCode.CONFIG_ERROR,
 }
 
 
@@ -105,6 +117,9 @@ class Service:
         indexer: Indexer,
         health: Health,
         background: TaskGroup,
+        *,
+        changes: Changes | None = None,
+        watcher: Watcher | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -112,7 +127,10 @@ class Service:
         self.indexer = indexer
         self.health = health
         self.background = background
+        self.changes = changes
+        self.watcher = watcher
         self._readers = anyio.CapacityLimiter(READERS)
+        self._roots_lock = anyio.Lock()
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
@@ -139,6 +157,12 @@ class Service:
                 return await self.find_files(request)
             case Why():
                 return await self.why(request)
+            case Check():
+                return await self.check()
+            case AddRoot():
+                return await self.add_root(request)
+            case RemoveRoot():
+                return await self.remove_root(request)
         raise InvalidArgument(f"unsupported request {type(request).__name__}")
 
     def hello(self, request: Hello) -> HelloReply:
@@ -154,18 +178,6 @@ class Service:
     async def status(self) -> StatusReply:
         counts = await self._read(searcher.counts)
         health = self.health
-        roots = []
-        for root in self.roots.paths:
-            rh = health.root(str(root))
-            roots.append(
-                RootStatus(
-                    path=str(root),
-                    state=rh.state,
-                    detail=rh.detail,
-                    files=counts.per_root.get(str(root), 0),
-                    last_scan_at=rh.last_scan_at,
-                )
-            )
         return StatusReply(
             version=VERSION,
             pid=os.getpid(),
@@ -180,11 +192,37 @@ class Service:
             skipped=counts.skipped,
             errors_encountered=health.errors_encountered,
             recent_errors=list(health.recent_errors),
-            roots=roots,
+            roots=self._root_statuses(counts.per_root),
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
             index_recovered=self.store.recovered,
+            watch=health.watch_state(),
+            pending=health.pending,
+            last_event_at=health.last_event_at,
+            lag=health.lag(),
+            files_read=health.files_read,
+            files_moved=health.files_moved,
         )
+
+    def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
+        statuses = []
+        for root in self.roots.paths:
+            rh = self.health.root(str(root))
+            statuses.append(
+                RootStatus(
+                    path=str(root),
+                    state=rh.shown_state,
+                    detail=rh.shown_detail,
+                    files=files.get(str(root), 0),
+                    last_scan_at=rh.last_scan_at,
+                    watch=rh.watch,
+                    poll_seconds=rh.poll_seconds,
+                    last_event_at=rh.last_event_at,
+                    last_reconcile=rh.last_reconcile,
+                    pending=self.changes.depth_of(str(root)) if self.changes else 0,
+                )
+            )
+        return statuses
 
     async def search(self, request: Search) -> SearchReply:
         limit = _limit(request.limit)
@@ -251,39 +289,154 @@ class Service:
         files, total = await self._read(searcher.find_files, request.glob, limit)
         return FindFilesReply(files=files, total=total, truncated=total > len(files))
 
+    async def check(self) -> CheckReply:
+        return await self._read(_check, self.settings.db_path)
+
     async def why(self, request: Why) -> WhyReply:
         try:
             located = self.roots.resolve(request.path)
         except OutsideRoots:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
         path = located.path
-        reason = self._ignored_by(located.root, path)
+        reason = await anyio.to_thread.run_sync(
+            self.indexer.rules.explain, str(located.root), str(path)
+        )
         if reason is not None:
-            return WhyReply(path=str(path), indexed=False, reason=f"ignored: {reason}")
+            shown = reason if reason == "it is a directory" else f"ignored: {reason}"
+            return WhyReply(path=str(path), indexed=False, reason=shown)
         state = await self._read(searcher.file_state, str(path))
         if state is None:
-            exists = path.exists()
-            return WhyReply(
-                path=str(path),
-                indexed=False,
-                reason="not indexed yet (waiting for the next scan)"
-                if exists
-                else "does not exist",
-            )
+            if not path.exists():
+                why = "does not exist"
+            elif self.changes is not None and self.changes.is_pending(str(located.root), str(path)):
+                why = "not indexed yet: a change to it is queued and will be indexed shortly"
+            else:
+                why = "not indexed yet (waiting for the next scan)"
+            return WhyReply(path=str(path), indexed=False, reason=why)
         if state[0] is None:
             return WhyReply(path=str(path), indexed=True, reason="indexed")
         return WhyReply(path=str(path), indexed=False, reason=f"skipped: {state[0]} ({state[1]})")
 
-    def _ignored_by(self, root: Path, path: Path) -> str | None:
-        current = root
-        for part in path.relative_to(root).parts[:-1]:
-            current = current / part
-            reason = self.indexer.rules.ignored_dir(str(current), part)
-            if reason is not None:
-                return reason
-        if path.is_dir():
-            return "it is a directory"
-        return self.indexer.rules.ignored_file(path.name)
+    # ------------------------------------------------------------ roots at runtime
+
+    async def add_root(self, request: AddRoot) -> RootsReply:
+        if not os.path.isabs(request.path):
+            raise InvalidArgument(f"give the root as an absolute path, not {request.path!r}")
+        async with self._roots_lock:
+            root = await anyio.to_thread.run_sync(self._check_new_root, request.path)
+            config = self._config_path()
+            done = await anyio.to_thread.run_sync(
+                config_file.persist_add, config, root, self.roots.paths
+            )
+            await self._attach_root(root)
+            log.info("root added: %s (%s)", root, done)
+        return await self._roots_reply(f"{done}; indexing it now", config)
+
+    async def _attach_root(self, root: Path) -> None:
+        self.indexer.rules.configure_root(self.settings.options_for(root))
+        self.roots.add(root)
+        if self.watcher is not None:
+            await self.watcher.add_root(str(root), self.settings.watch_mode(root))
+        self._rescan(root)
+
+    def _rescan(self, root: Path) -> None:
+        if self.changes is not None:
+            self.changes.rescan(str(root))
+        else:
+            self.background.start_soon(self.indexer.refresh, [Located(root, root, "")])
+
+    def _check_new_root(self, raw: str) -> Path:
+        """Validated like the roots in the settings, plus: not inside the state directory."""
+        try:
+            root = check_root(Path(raw), self.roots.paths)
+        except SettingsError as exc:
+            raise InvalidArgument(str(exc)) from None
+        if root.is_relative_to(self.settings.state_dir.resolve()):
+            raise InvalidArgument(f"{root} lies inside the daemon's state directory")
+        return root
+
+    async def remove_root(self, request: RemoveRoot) -> RootsReply:
+        async with self._roots_lock:
+            wanted = await anyio.to_thread.run_sync(_real_path, request.path)
+            if wanted not in self.roots.paths:
+                listed = ", ".join(str(r) for r in self.roots.paths) or "none"
+                raise InvalidArgument(f"{wanted} is not a root (roots: {listed})")
+            config = self._config_path()
+            done = await anyio.to_thread.run_sync(
+                config_file.persist_remove, config, wanted, self.roots.paths
+            )
+            removed = await self._detach_root(wanted)
+            log.info("root removed: %s (%s, %d documents forgotten)", wanted, done, removed)
+        return await self._roots_reply(f"{done}; {removed:,} documents removed", config)
+
+    async def _detach_root(self, wanted: Path) -> int:
+        root = str(wanted)
+        if self.watcher is not None:
+            await self.watcher.remove_root(root)
+        if self.changes is not None:
+            self.changes.forget_root(root)
+        self.roots.remove(wanted)
+        self.indexer.rules.forget_root(root)
+        removed = await self.indexer.remove_root(root)
+        self.health.roots.pop(root, None)
+        return removed
+
+    async def reload(self, new: Settings) -> str:
+        """Apply re-read settings without dropping connections (SIGHUP): roots, ignore
+        rules, extensions, size cap, intervals. Every root is then reconciled, so files
+        newly ignored leave the index and newly allowed ones join it."""
+        unchanged = [
+            name
+            for name in ("state_dir", "socket_path")
+            if getattr(new, name) != getattr(self.settings, name)
+        ]
+        async with self._roots_lock:
+            rules = self.indexer.rules
+            rules.included = new.included_extensions
+            rules.excluded = new.excluded_extensions
+            rules.exclude_globs = tuple(new.exclude_globs)
+            self.indexer.max_file_bytes = new.max_file_bytes
+            old_roots, new_roots = set(self.roots.paths), set(new.roots)
+            self.settings = new
+            for root in sorted(old_roots - new_roots):
+                await self._detach_root(root)
+            for root in sorted(new_roots - old_roots):
+                await self._attach_root(root)
+            for root in sorted(old_roots & new_roots):
+                rules.configure_root(new.options_for(root))
+                self._rescan(root)
+        summary = (
+            f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
+            f"{len(old_roots - new_roots)} removed"
+        )
+        if unchanged:
+            summary += f"; {' and '.join(unchanged)} change only at restart"
+        return summary
+
+    async def _roots_reply(self, message: str, config: Path) -> RootsReply:
+        if self.settings.roots_source != "config":
+            message += (
+                f" (note: this daemon took its roots from the {self.settings.roots_source}, "
+                "which override the config file's roots at the next start)"
+            )
+        counts = await self._read(searcher.counts)
+        return RootsReply(
+            roots=self._root_statuses(counts.per_root), message=message, config_path=str(config)
+        )
+
+    def _config_path(self) -> Path:
+        return self.settings.config_path or default_config_path()
+
+
+def _real_path(raw: str) -> Path:
+    return Path(os.path.realpath(Path(raw).expanduser()))
+
+
+def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:
+    rows = conn.execute("PRAGMA quick_check").fetchall()
+    integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
+    sizes = [os.stat(p).st_size if os.path.exists(p) else 0 for p in (db, f"{db}-wal")]
+    return CheckReply(integrity=integrity, db_bytes=sizes[0], wal_bytes=sizes[1])
 
 
 def _limit(value: int, *, maximum: int = MAX_LIMIT) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pathspec
 import platformdirs
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
@@ -32,13 +33,36 @@ KNOWN_KEYS = frozenset(
         "scan_interval_seconds",
         "max_file_size_mb",
         "log_level",
+        "exclude_globs",
+        "watch",
+        "poll_interval_seconds",
+        "root",
     }
 )
 LOG_LEVELS = ("debug", "info", "warning", "error")
+WATCH_MODES = ("auto", "poll", "off")
+"""``auto``: inotify events, falling back to polling when inotify fails; ``poll``: a
+cheap list+stat reconcile every ``poll_interval_seconds`` (network filesystems, where
+inotify sees no changes made on other machines); ``off``: only the periodic scan
+(status says so), for scripted runs that refresh explicitly."""
+ROOT_KEYS = frozenset({"include", "exclude", "watch"})
 
 
 class SettingsError(Exception):
     """A configuration value is missing or invalid; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class RootOptions:
+    """Per-root settings from a ``[root."PATH"]`` table of the config file."""
+
+    path: Path
+    include: tuple[str, ...] = ()
+    """Gitignore-style patterns; when given, only files matching one are indexed."""
+    exclude: tuple[str, ...] = ()
+    """Gitignore-style patterns of files and directories never indexed."""
+    watch: str | None = None
+    """``auto``, ``poll`` or ``off``; None: the global ``watch`` setting."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,22 @@ class Settings:
     log_level: str = "info"
     config_path: Path | None = None
     cli_roots: tuple[Path, ...] = field(default=(), compare=False)
+    exclude_globs: tuple[str, ...] = ()
+    """Gitignore-style patterns excluded in every root."""
+    watch: str = "auto"
+    poll_interval_seconds: float = 3.0
+    root_options: tuple[RootOptions, ...] = ()
+    roots_source: str = "config"
+    """Where ``roots`` came from: ``arguments``, ``environment`` or ``config``."""
+
+    def options_for(self, root: Path) -> RootOptions:
+        for options in self.root_options:
+            if options.path == root:
+                return options
+        return RootOptions(path=root)
+
+    def watch_mode(self, root: Path) -> str:
+        return self.options_for(root).watch or self.watch
 
     @property
     def max_file_bytes(self) -> int:
@@ -85,6 +125,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scan-interval", type=float, metavar="SECONDS")
     parser.add_argument("--max-file-size-mb", type=float, metavar="MB")
     parser.add_argument("--log-level", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--exclude-glob",
+        action="append",
+        metavar="PATTERN",
+        help="gitignore-style pattern to skip in every root (repeatable)",
+    )
+    parser.add_argument(
+        "--watch",
+        choices=WATCH_MODES,
+        help="auto: react to inotify events; poll: re-check every --poll-interval seconds; "
+        "off: only the periodic scan",
+    )
+    parser.add_argument("--poll-interval", type=float, metavar="SECONDS")
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -106,20 +159,31 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     if args.roots:
         roots_raw = args.roots
         roots_base = Path.cwd()
+        roots_source = "arguments"
     elif env.get("KBINDEX_ROOTS"):
         roots_raw = [r for r in env["KBINDEX_ROOTS"].split(os.pathsep) if r]
         roots_base = Path.cwd()
+        roots_source = "environment"
     else:
         roots_raw = file_values.get("roots")
         roots_base = base
+        roots_source = "config"
     roots = _roots(roots_raw, roots_base, config_path)
 
-    state_raw = pick(args.state_dir, "KBINDEX_STATE_DIR", "state_dir")
-    state_dir = (
-        _path(state_raw, base) if state_raw else Path(platformdirs.user_state_dir("kbindex"))
+    def pick_path(flag: Any, env_name: str, key: str) -> Path | None:
+        # A relative path is relative to where it was written: the working directory
+        # for a flag or an environment variable, the config file's folder for the file.
+        if flag is not None or env.get(env_name):
+            return _path(pick(flag, env_name, key), Path.cwd())
+        raw = file_values.get(key)
+        return None if raw is None else _path(raw, base)
+
+    state_dir = pick_path(args.state_dir, "KBINDEX_STATE_DIR", "state_dir") or Path(
+        platformdirs.user_state_dir("kbindex")
     )
-    socket_raw = pick(args.socket, SOCKET_ENV, "socket_path")
-    socket_path = _path(socket_raw, base) if socket_raw else default_socket_path(dict(env))
+    socket_path = pick_path(args.socket, SOCKET_ENV, "socket_path") or default_socket_path(
+        dict(env)
+    )
 
     include_raw = pick(args.include_ext, "KBINDEX_INCLUDED_EXTENSIONS", "included_extensions")
     exclude_raw = pick(args.exclude_ext, "KBINDEX_EXCLUDED_EXTENSIONS", "excluded_extensions")
@@ -141,6 +205,20 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     level = str(pick(args.log_level, "KBINDEX_LOG_LEVEL", "log_level") or "info").lower()
     if level not in LOG_LEVELS:
         raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    exclude_raw = pick(args.exclude_glob, "KBINDEX_EXCLUDE_GLOBS", "exclude_globs")
+    if isinstance(exclude_raw, str):
+        exclude_raw = [part for part in exclude_raw.split(",") if part.strip()]
+    exclude_globs = _globs(exclude_raw, "exclude_globs")
+    watch = _watch_mode(pick(args.watch, "KBINDEX_WATCH", "watch"), "watch") or "auto"
+    poll_interval = _number(
+        pick(args.poll_interval, "KBINDEX_POLL_INTERVAL", "poll_interval_seconds"),
+        "poll_interval_seconds",
+        3.0,
+        minimum=0.2,
+    )
+    root_options = _root_options(
+        file_values.get("root"), base, roots if roots_source == "config" else None
+    )
 
     return Settings(
         roots=roots,
@@ -153,6 +231,11 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         log_level=level,
         config_path=config_path if config_path.exists() else None,
         cli_roots=tuple(Path(r) for r in args.roots or ()),
+        exclude_globs=exclude_globs,
+        watch=watch,
+        poll_interval_seconds=poll_interval,
+        root_options=root_options,
+        roots_source=roots_source,
     )
 
 
@@ -193,12 +276,7 @@ def _roots(raw: Sequence[str] | None, base: Path, config_path: Path) -> tuple[Pa
         raise SettingsError(f"roots must be a list of directories, not {raw!r}")
     roots: list[Path] = []
     for item in raw:
-        path = _path(item, base)
-        if not path.exists():
-            raise SettingsError(f"root {path} does not exist")
-        if not path.is_dir():
-            raise SettingsError(f"root {path} is not a directory")
-        resolved = path.resolve()
+        resolved = check_root(_path(item, base), ())
         if resolved not in roots:
             roots.append(resolved)
     for a in roots:
@@ -206,6 +284,79 @@ def _roots(raw: Sequence[str] | None, base: Path, config_path: Path) -> tuple[Pa
             if a != b and b.is_relative_to(a):
                 raise SettingsError(f"root {b} lies inside root {a}; list only {a}")
     return tuple(roots)
+
+
+def check_root(path: Path, others: Sequence[Path]) -> Path:
+    """The resolved ``path`` if it can be a root beside ``others`` (already resolved);
+    raises SettingsError saying why not. Used at startup and by ``kbctl roots add``."""
+    if not path.exists():
+        raise SettingsError(f"root {path} does not exist")
+    if not path.is_dir():
+        raise SettingsError(f"root {path} is not a directory")
+    resolved = path.resolve()
+    for other in others:
+        if resolved == other:
+            raise SettingsError(f"{resolved} is already a root")
+        if resolved.is_relative_to(other):
+            raise SettingsError(f"{resolved} lies inside root {other}")
+        if other.is_relative_to(resolved):
+            raise SettingsError(f"root {other} lies inside {resolved}; remove it first")
+    return resolved
+
+
+def _globs(raw: Any, key: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise SettingsError(f'{key} must be a list of gitignore-style patterns like ["*.log"]')
+    patterns = tuple(x.strip() for x in raw if x.strip())
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except ValueError as exc:
+            raise SettingsError(f"{key}: {pattern!r} is not a valid pattern: {exc}") from None
+    return patterns
+
+
+def _watch_mode(raw: Any, key: str) -> str | None:
+    if raw is None:
+        return None
+    if raw not in WATCH_MODES:
+        raise SettingsError(f"{key} must be one of {', '.join(WATCH_MODES)}, not {raw!r}")
+    return str(raw)
+
+
+def _root_options(
+    raw: Any, base: Path, config_roots: tuple[Path, ...] | None
+) -> tuple[RootOptions, ...]:
+    """``[root."PATH"]`` tables. A table naming a path that is not a root is an error
+    when the roots come from the same file (a typo would otherwise be silently ignored)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SettingsError('root must be tables like [root."~/notes"] with include/exclude/watch')
+    options: list[RootOptions] = []
+    for name, table in raw.items():
+        where = f"[root.{name!r}]"
+        if not isinstance(table, dict):
+            raise SettingsError(f"{where} must be a table")
+        unknown = sorted(set(table) - ROOT_KEYS)
+        if unknown:
+            known = ", ".join(sorted(ROOT_KEYS))
+            raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {known}")
+        path = _path(name, base)
+        resolved = path.resolve() if path.exists() else path
+        if config_roots is not None and resolved not in config_roots:
+            raise SettingsError(f"{where} names {resolved}, which is not one of the roots")
+        options.append(
+            RootOptions(
+                path=resolved,
+                include=_globs(table.get("include"), f"{where} include"),
+                exclude=_globs(table.get("exclude"), f"{where} exclude"),
+                watch=_watch_mode(table.get("watch"), f"{where} watch"),
+            )
+        )
+    return tuple(options)
 
 
 def _extensions(raw: Any, key: str, default: Sequence[str]) -> frozenset[str] | None:

@@ -24,13 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kbindex.daemon import documents
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.textfile import Loaded, Skipped
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 
 _SCHEMA_V1: Final = f"""
 CREATE TABLE files(
@@ -47,12 +49,33 @@ CREATE TABLE files(
 );
 CREATE INDEX files_root_relpath ON files(root, relpath);
 CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    name, title, body, content='docs', tokenize='{EXACT_TOKENIZER}'
+);
 """
+# docs_exact: the same text without stemming, for prefix queries (with porter, a
+# prefix runs against stems: "deprecat*" misses "deprecation", stemmed "deprec").
+# It borrows its text from docs (external content), so it adds only an inverted index.
+
+_SCHEMA_V2: Final = f"""
+DROP TABLE IF EXISTS docs_exact;
+DROP TABLE docs;
+DELETE FROM files;
+CREATE VIRTUAL TABLE docs USING fts5(
+    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
+);
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    name, title, body, subwords, grams, content='docs', tokenize='{EXACT_TOKENIZER}'
+);
+"""
+# v2 adds two derived columns (daemon/tokens.py, written by daemon/documents.py):
+# subwords (camelCase parts and joined snake_case forms of identifiers) and grams
+# (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
 
 # Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
 # altered in place, so migrations that change it drop it and forget the files'
 # metadata: the next scan re-reads everything.
-MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1}
+MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 
 class IndexUnusable(Exception):
@@ -67,6 +90,13 @@ class Known:
 
 
 Update = tuple[Seen, Loaded | Skipped]
+
+_UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
+"""A path, or anything under it as a directory: '0' sorts right after '/'."""
+
+
+def _under(prefix: str) -> tuple[str, str, str]:
+    return (prefix, prefix + "/", prefix + "0")
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
@@ -142,16 +172,19 @@ class Store:
         return kept
 
     def close(self) -> None:
-        if self._writer is not None:
-            with suppress(sqlite3.Error):
-                self._writer.execute("PRAGMA optimize")
-            self._writer.close()
-            self._writer = None
+        # Readers first: only the last connection to close may checkpoint, and a
+        # read-only one cannot, which would leave the WAL holding the data.
         while True:
             try:
                 self._readers.get_nowait().close()
             except queue.Empty:
                 break
+        if self._writer is not None:
+            with suppress(sqlite3.Error):
+                self._writer.execute("PRAGMA optimize")
+                self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._writer.close()
+            self._writer = None
 
     @property
     def writer(self) -> sqlite3.Connection:
@@ -183,11 +216,64 @@ class Store:
             rows = conn.execute(sql).fetchall()
         else:
             for prefix in prefixes:
-                rows += conn.execute(
-                    sql + " WHERE path = ? OR (path > ? AND path < ?)",
-                    (prefix, prefix + "/", prefix + "0"),  # '0' sorts right after '/'
-                ).fetchall()
+                rows += conn.execute(f"{sql} WHERE {_UNDER}", _under(prefix)).fetchall()
         return {p: Known(i, s, m) for p, i, s, m in rows}
+
+    def move(self, old: str, new: str, new_root: str) -> int:
+        """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
+        (in ``new_root``), in one transaction, without touching their text; rows already
+        at the destination are replaced. Returns how many files moved.
+
+        Trigger: a rename event. Why: a renamed directory of 10,000 notes should cost
+        10,000 row updates, not 10,000 file reads; the refresh of ``new`` that follows
+        finds size and mtime unchanged and reads nothing.
+        """
+        if old == new:
+            return 0
+        conn = self.writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = conn.execute(
+                f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
+            ).fetchall()
+            if rows:
+                moving = {file_id for file_id, _ in rows}
+                replaced = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
+                for (file_id,) in replaced.fetchall():
+                    if file_id not in moving:
+                        documents.delete_doc(conn, file_id)
+                        conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+                cut = len(new_root) + 1
+                for file_id, path in rows:
+                    moved = new + path[len(old) :]
+                    conn.execute(
+                        "UPDATE files SET path = ?, root = ?, relpath = ? WHERE id = ?",
+                        (moved, new_root, moved[cut:], file_id),
+                    )
+                    # The FTS name column holds the relative path (ranked, and matched by
+                    # searches for a file's name): re-indexed from the stored text, never
+                    # from the file. Skipped files have no document.
+                    documents.rename_doc(conn, file_id, moved[cut:])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return len(rows)
+
+    def remove_root(self, root: str) -> int:
+        """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
+        conn = self.writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "DELETE FROM docs WHERE rowid IN (SELECT id FROM files WHERE root = ?)", (root,)
+            )
+            removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return int(removed)
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
         """Write one batch in one transaction."""
@@ -198,12 +284,12 @@ class Store:
             for path in deletes:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
-                    conn.execute("DELETE FROM docs WHERE rowid = ?", (row[0],))
+                    documents.delete_doc(conn, row[0])
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
             for seen, outcome in updates:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (seen.path,)).fetchone()
                 if row is not None:
-                    conn.execute("DELETE FROM docs WHERE rowid = ?", (row[0],))
+                    documents.delete_doc(conn, row[0])
                 values: tuple[int, int, float, str | None, str | None, str | None]
                 if isinstance(outcome, Loaded):
                     values = (outcome.size, outcome.mtime_ns, now, outcome.encoding, None, None)
@@ -231,14 +317,17 @@ class Store:
                         (*values, file_id),
                     )
                 if isinstance(outcome, Loaded):
-                    conn.execute(
-                        "INSERT INTO docs(rowid, name, title, body) VALUES (?,?,?,?)",
-                        (file_id, seen.relpath, outcome.title, outcome.text),
-                    )
+                    assert file_id is not None  # set by the INSERT (lastrowid) or the row
+                    documents.insert_doc(conn, file_id, seen.relpath, outcome)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def indexed_count(self) -> int:
+        with self.reader() as conn:
+            row = conn.execute("SELECT count(*) FROM files WHERE skip_reason IS NULL").fetchone()
+        return int(row[0])
 
     def size_bytes(self) -> int:
         total = 0

@@ -158,8 +158,9 @@ def line_slice(
 ) -> tuple[str, int, int, int, bool]:
     """Lines ``start_line..end_line`` (1-based, inclusive) of ``text``, numbered.
 
-    Returns (numbered text, first line, last line, total lines, truncated). The output
-    stops at ``max_chars``; ``truncated`` says so.
+    Returns (numbered text, first line, last line, total lines, truncated). Each output
+    line is ``N| text``. The output stops at ``max_chars``; ``truncated`` says so (a
+    first line longer than that is cut short and ends with ``…``).
     """
     lines = text.splitlines()
     total = len(lines)
@@ -174,7 +175,12 @@ def line_slice(
         row = f"{line_no:>{width}}| {lines[line_no - 1]}"
         if used + len(row) + 1 > max_chars:
             truncated = True
-            line_no -= 1
+            if out:
+                line_no -= 1
+            else:
+                # A single line longer than the whole budget: return its start rather
+                # than nothing, so a caller always makes progress.
+                out.append(row[: max_chars - 1] + "…")
             break
         out.append(row)
         used += len(row) + 1

@@ -24,7 +24,10 @@ from kbindex.proto import framing
 from kbindex.proto.address import resolve_socket_path
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
+    AddRoot,
     AnyReply,
+    Check,
+    CheckReply,
     ErrorCode,
     ErrorReply,
     FindFiles,
@@ -38,8 +41,10 @@ from kbindex.proto.messages import (
     ReadFileReply,
     Refresh,
     RefreshReply,
+    RemoveRoot,
     Reply,
     Request,
+    RootsReply,
     Search,
     SearchReply,
     Status,
@@ -104,14 +109,21 @@ class Client:
             stream = await anyio.connect_unix(path)
         except OSError as exc:
             raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
-        async with stream, anyio.create_task_group() as tg:
-            client = cls(stream, path)
-            tg.start_soon(client._read_loop)
-            try:
-                client.server = await client.hello(client_name)
-                yield client
-            finally:
-                tg.cancel_scope.cancel()
+        try:
+            async with stream, anyio.create_task_group() as tg:
+                client = cls(stream, path)
+                tg.start_soon(client._read_loop)
+                try:
+                    client.server = await client.hello(client_name)
+                    yield client
+                finally:
+                    tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # anyio task groups wrap even a single exception; callers should see the
+            # DaemonError or ConnectionLost itself, not a group around it.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     # ------------------------------------------------------------ plumbing
 
@@ -133,16 +145,6 @@ class Client:
         self._closed = cause
         for channel in list(self._pending.values()):
             channel.send_nowait(cause)
-
-    async def _send(self, request: Request) -> int:
-        rid = next(self._ids)
-        body = _encoder.encode(msgspec.structs.replace(request, id=rid))
-        async with self._send_lock:
-            try:
-                await framing.write_frame(self._stream, body)
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
-        return rid
 
     async def stream(self, request: Request) -> AsyncIterator[Reply]:
         """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
@@ -223,3 +225,13 @@ class Client:
 
     async def why(self, path: str) -> WhyReply:
         return await self.request(Why(path=path), WhyReply)
+
+    async def add_root(self, path: str) -> RootsReply:
+        """Index another directory (give it absolute) and persist it to the config file."""
+        return await self.request(AddRoot(path=path), RootsReply)
+
+    async def remove_root(self, path: str) -> RootsReply:
+        return await self.request(RemoveRoot(path=path), RootsReply)
+
+    async def check(self) -> CheckReply:
+        return await self.request(Check(), CheckReply)

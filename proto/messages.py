@@ -76,12 +76,38 @@ class Why(Request, tag="why", frozen=True):
     path: str
 
 
-AnyRequest = Hello | Ping | Status | Search | Refresh | ReadFile | FindFiles | Why
+class AddRoot(Request, tag="add_root", frozen=True):
+    """Start indexing a directory now and list it in the config file."""
 
-REQUEST_OPS: Final = frozenset(
-    str(cls.__struct_config__.tag)
-    for cls in AnyRequest.__args__  # type: ignore[attr-defined]
+    path: str
+    """Absolute (the daemon's working directory is not the client's)."""
+
+
+class RemoveRoot(Request, tag="remove_root", frozen=True):
+    """Stop indexing a root, forget its documents and drop it from the config file."""
+
+    path: str
+
+
+class Check(Request, tag="check", frozen=True):
+    """Verify the index (``PRAGMA quick_check``) and report the WAL size: kbctl doctor."""
+
+
+AnyRequest = (
+    Hello
+    | Ping
+    | Status
+    | Search
+    | Refresh
+    | ReadFile
+    | FindFiles
+    | Why
+    | AddRoot
+    | RemoveRoot
+    | Check
 )
+
+REQUEST_OPS: Final = frozenset(str(cls.__struct_config__.tag) for cls in AnyRequest.__args__)
 
 
 class Envelope(msgspec.Struct):
@@ -112,6 +138,8 @@ class ErrorCode:
     VERSION_MISMATCH: Final = "version_mismatch"
     PERMISSION_DENIED: Final = "permission_denied"
     SHUTTING_DOWN: Final = "shutting_down"
+    CONFIG_ERROR: Final = "config_error"
+    """The config file could not be read or written (``kbctl roots add|remove``)."""
     INTERNAL: Final = "internal"
 
 
@@ -137,13 +165,34 @@ class Progress(Reply, tag="progress", frozen=True):
     total: int = 0
 
 
+class ReconcileReport(msgspec.Struct, kw_only=True):
+    """What the last list+stat pass over a root found."""
+
+    at: float
+    seconds: float
+    files_seen: int = 0
+    changed: int = 0
+    """Files read because they were new or their size or mtime changed."""
+    removed: int = 0
+
+
 class RootStatus(msgspec.Struct, kw_only=True):
     path: str
     state: str
-    """``ok`` | ``missing`` | ``unreadable``; the watcher adds live/polling/degraded."""
+    """``missing`` when the directory is gone; otherwise the watcher's state:
+    ``live`` (inotify events), ``polling`` (configured), ``degraded`` (inotify failed,
+    polling instead; ``detail`` says how to fix it), ``error``, ``off`` (watching turned
+    off: changes wait for the periodic scan), or ``ok`` (no watcher)."""
     files: int = 0
     detail: str = ""
     last_scan_at: float | None = None
+    watch: str = ""
+    """The watcher's state alone (``state`` shows ``missing`` first)."""
+    poll_seconds: float | None = None
+    """Seconds between reconciles when polling."""
+    last_event_at: float | None = None
+    last_reconcile: ReconcileReport | None = None
+    pending: int = 0
 
 
 class FileIssue(msgspec.Struct, kw_only=True):
@@ -156,6 +205,16 @@ class ScanProgress(msgspec.Struct, kw_only=True):
     done: int
     total: int
     started_at: float
+
+
+class LagReport(msgspec.Struct, kw_only=True):
+    """Seconds from a file event to its change being searchable."""
+
+    last_seconds: float | None = None
+    max_seconds: float | None = None
+    """The largest over ``window_seconds``."""
+    window_seconds: float = 0.0
+    samples: int = 0
 
 
 class StatusReply(Reply, tag="status", frozen=True):
@@ -178,6 +237,16 @@ class StatusReply(Reply, tag="status", frozen=True):
     socket_path: str = ""
     index_recovered: str = ""
     """Non-empty when the index was found corrupt at startup and rebuilt: what was kept aside."""
+    watch: str = ""
+    """The worst watcher state over the roots (see RootStatus.state)."""
+    pending: int = 0
+    """Changed paths seen by the watcher and not indexed yet."""
+    last_event_at: float | None = None
+    lag: LagReport | None = None
+    files_read: int = 0
+    """Files read (and indexed or skipped) since the daemon started."""
+    files_moved: int = 0
+    """Files re-keyed by renames without being read again, since the daemon started."""
 
 
 class Freshness(msgspec.Struct, kw_only=True):
@@ -186,6 +255,10 @@ class Freshness(msgspec.Struct, kw_only=True):
     last_scan_at: float | None = None
     scanning: bool = False
     pending: int = 0
+    watch: str = ""
+    """``live`` when every root gets inotify events; else the worst root state."""
+    lag_seconds: float | None = None
+    """The largest event-to-searchable delay over the last few minutes."""
 
 
 class Hit(msgspec.Struct, kw_only=True):
@@ -219,6 +292,8 @@ class RefreshReply(Reply, tag="refresh", frozen=True):
 class ReadFileReply(Reply, tag="read_file", frozen=True):
     path: str
     text: str
+    """The lines, each ``N| line`` (number right-aligned to the widest shown), joined by
+    newlines; a first line longer than the size budget is cut and ends with ``…``."""
     start_line: int
     end_line: int
     total_lines: int
@@ -245,8 +320,25 @@ class WhyReply(Reply, tag="why", frozen=True):
     reason: str
 
 
+class RootsReply(Reply, tag="roots", frozen=True):
+    """The answer to AddRoot and RemoveRoot: the roots now indexed."""
+
+    roots: list[RootStatus]
+    message: str = ""
+    config_path: str = ""
+    """The config file the change was written to."""
+
+
+class CheckReply(Reply, tag="check", frozen=True):
+    integrity: str
+    """``ok``, or the first problem quick_check found."""
+    db_bytes: int = 0
+    wal_bytes: int = 0
+
+
 AnyReply = (
-    ErrorReply
+    CheckReply
+    | ErrorReply
     | HelloReply
     | Pong
     | Progress
@@ -256,4 +348,5 @@ AnyReply = (
     | ReadFileReply
     | FindFilesReply
     | WhyReply
+    | RootsReply
 )

@@ -56,6 +56,7 @@ class Daemon:
         self.log_path = base / "kbindexd.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra_args: list[str] = []
+        self.extra_env: dict[str, str] = {}
 
     @property
     def root(self) -> Path:
@@ -80,6 +81,7 @@ class Daemon:
     def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
         env["XDG_CONFIG_HOME"] = str(self.base / "config")
+        env.update(self.extra_env)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the fd
             return subprocess.Popen(self.command(*extra), stdout=log, stderr=log, env=env)
 

@@ -88,7 +88,10 @@ async def test_full_reindex_rereads_unchanged_files(daemon: Daemon) -> None:
     assert full.files_changed == 1  # type: ignore[union-attr]
 
 
-async def test_refresh_reports_progress_then_result(daemon: Daemon) -> None:
+async def test_refresh_reports_progress_then_result(make_daemon: MakeDaemon) -> None:
+    daemon = make_daemon()
+    daemon.extra_args = ["--watch", "off"]  # count exactly what this refresh reads
+    await daemon.start()
     for i in range(1200):
         write(daemon.root / f"dir{i % 10}" / f"n{i}.txt", f"note {i}\n")
     async with daemon.client() as c:

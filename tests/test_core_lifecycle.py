@@ -12,7 +12,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from conftest import Daemon, MakeDaemon, wait_exit, write
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.settings import SettingsError
@@ -116,7 +115,9 @@ async def test_sigterm_removes_socket_and_exits_cleanly(daemon: Daemon) -> None:
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "future_schema"])
-async def test_unusable_index_is_kept_aside_and_rebuilt(make_daemon: MakeDaemon, damage: str) -> None:
+async def test_unusable_index_is_kept_aside_and_rebuilt(
+    make_daemon: MakeDaemon, damage: str
+) -> None:
     d = make_daemon()
     write(d.root / "a.md", "survivor text\n")
     await d.start()
@@ -205,7 +206,7 @@ async def test_connection_from_other_uid_is_refused(daemon: Daemon) -> None:
         "    if not chunk: break\n"
         "    data += chunk\n"
         "print(msgspec.msgpack.decode(data[4:], type=AnyReply).code)\n"
-    ) % str(daemon.socket)
+    ).replace("%r", repr(str(daemon.socket)))
     r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=30)
     assert r.stdout.strip() == "permission_denied", r.stderr
     async with daemon.client() as c:  # our own connections still work

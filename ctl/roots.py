@@ -1,0 +1,99 @@
+"""kbctl roots / roots add / roots remove / why: the indexed directories and their health.
+
+Paths are made absolute at parse time, against the shell's working directory (the
+daemon runs elsewhere). Each subcommand is one request; ``main`` turns daemon errors
+into exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+import msgspec
+from kbindex.ctl.render import ago
+from kbindex.proto.client import Client
+from kbindex.proto.messages import RootStatus
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``roots`` (with ``add`` and ``remove``) and ``why`` on kbctl's subparsers."""
+    p = sub.add_parser(
+        "roots", help="list the indexed directories with their watch state; add or remove one"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=cmd_roots)
+    actions = p.add_subparsers(dest="roots_action", metavar="ACTION")
+    a = actions.add_parser("add", help="index another directory now (and list it in the config)")
+    a.add_argument("path", type=os.path.abspath, help="the directory")
+    a.set_defaults(run=cmd_roots_add)
+    r = actions.add_parser("remove", help="stop indexing a directory and forget its documents")
+    r.add_argument("path", type=os.path.abspath, help="the root directory")
+    r.set_defaults(run=cmd_roots_remove)
+
+    w = sub.add_parser("why", help="say whether a file is indexed and, if not, why")
+    w.add_argument("path", type=_local, help="a file (relative to here, or to a root)")
+    w.add_argument("--json", action="store_true", help="machine-readable output")
+    w.set_defaults(run=cmd_why)
+
+
+def _local(path: str) -> str:
+    """Absolute when ``path`` names something here; else as given (root-relative).
+    Made at parse time, against the shell's working directory: the daemon runs elsewhere."""
+    if os.path.isabs(path) or os.path.lexists(path):
+        return os.path.abspath(path)
+    return path
+
+
+async def cmd_roots(client: Client, args: argparse.Namespace) -> int:
+    status = await client.status()
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(status.roots).decode() + "\n")
+    else:
+        print(describe(status.roots) or "no roots")
+    return 0
+
+
+async def cmd_roots_add(client: Client, args: argparse.Namespace) -> int:
+    reply = await client.add_root(args.path)
+    print(reply.message)
+    return 0
+
+
+async def cmd_roots_remove(client: Client, args: argparse.Namespace) -> int:
+    reply = await client.remove_root(args.path)
+    print(reply.message)
+    return 0
+
+
+async def cmd_why(client: Client, args: argparse.Namespace) -> int:
+    reply = await client.why(args.path)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+    elif reply.indexed:
+        print(f"{reply.path}: indexed")
+    else:
+        print(f"{reply.path}: not indexed: {reply.reason}")
+    return 0
+
+
+def describe(roots: list[RootStatus]) -> str:
+    lines: list[str] = []
+    for root in roots:
+        lines.append(f"{root.path}  {root.state}  {root.files:,} files")
+        facts = [f"last event {ago(root.last_event_at)}"]
+        if root.last_reconcile is not None:
+            r = root.last_reconcile
+            facts.append(
+                f"last reconcile {ago(r.at)} ({r.seconds:.2f} s: {r.files_seen:,} seen, "
+                f"{r.changed:,} changed, {r.removed:,} removed)"
+            )
+        if root.poll_seconds is not None:
+            facts.append(f"polled every {root.poll_seconds:.0f} s")
+        facts.append(f"{root.pending:,} pending")
+        lines.append("    " + "; ".join(facts))
+        if root.detail:
+            lines.append(f"    {root.detail}")
+    return "\n".join(lines)

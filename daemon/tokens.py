@@ -1,0 +1,176 @@
+"""What FTS5's ``unicode61`` tokenizer cannot see, precomputed as plain words.
+
+Stdlib sqlite3 cannot register a custom FTS5 tokenizer, so the index gets two extra
+columns of ordinary space-separated words, built here at index time and mirrored here
+at query time:
+
+``subwords``: for each distinct compound identifier of a document, once, the words
+unicode61 misses. It splits on ``_`` and ``-`` but not inside ``parseHttpRequest``
+(one token, ``parsehttprequest``), so camelCase parts go here (``parse http request``);
+and it never joins ``max_file_size_mb`` into one token, so the joined form goes here
+(``maxfilesizemb``). A query for an identifier then searches it whole and as parts:
+the document holding the identifier itself matches both ways and ranks first, and
+``max_file_size_mb`` also finds ``MaxFileSizeMb`` (and ``IL-10`` finds ``IL10``).
+
+``grams``: unicode61 makes one token of a whole run of Chinese, Japanese, Korean or
+Thai text (no spaces between words), so a two-character word inside it is unreachable.
+Every run becomes its overlapping character bigrams (``東京都`` → ``東京 京都 都``); a
+query run becomes the phrase of its bigrams, which matches exactly where it occurs.
+Documents without such text store nothing extra.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Final
+
+MAX_IDENTIFIER_CHARS: Final = 80
+"""Longer runs of word characters are data (hashes, base64), not identifiers."""
+
+_WORD_BYTES: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_TO_SPACE: Final = bytes(c if c in _WORD_BYTES else 0x20 for c in range(256))
+_CHUNK: Final = re.compile(r"[A-Za-z0-9]+")
+_PART: Final = re.compile(
+    r"[A-Z]{2,}s(?![a-z])"  # a plural acronym: URLs, mRNAs
+    r"|[A-Z]+(?=[A-Z][a-z])"  # an acronym before a word: HTTPServer
+    r"|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+"
+)
+_IDENTIFIER: Final = re.compile(r"[A-Za-z0-9]+(?:[_-]+[A-Za-z0-9]+)*")
+
+# Scripts written without spaces between words: CJK ideographs (with 々〆〇), kana,
+# Hangul, Thai, Lao, Myanmar, Khmer. Hangul has spaces, but particles stick to words.
+_UNSEGMENTED_RANGES: Final = (
+    "\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3005-\u3007\u3040-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+_UNSEGMENTED_RUN: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]+")
+_ANY_UNSEGMENTED: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]")
+
+
+# ------------------------------------------------------------------ identifiers
+
+
+@lru_cache(maxsize=65536)
+def split_identifier(word: str) -> tuple[str, ...]:
+    """Lower-cased parts: ``parseHTTPRequest2`` → parse, http, request2;
+    ``max_file-size`` → max, file, size. Digits stay with the letters before them."""
+    return tuple(p.lower() for chunk in _CHUNK.findall(word) for p in _PART.findall(chunk))
+
+
+@lru_cache(maxsize=65536)
+def identifier_words(word: str) -> str:
+    """What ``subwords`` holds for one identifier: the parts unicode61 cannot see
+    (camelCase) and the joined form it cannot see (separators); "" if not compound."""
+    chunks = _CHUNK.findall(word)
+    parts = split_identifier(word)
+    if len(parts) < 2 or not any(ch.isalpha() for ch in word):
+        return ""  # not compound, or a number such as a date: 2024-01-31
+    out = []
+    if len(parts) > len(chunks):
+        out.append(" ".join(parts))
+    if len(chunks) > 1:
+        out.append("".join(parts))
+    return " ".join(out)
+
+
+def _compound(word: str) -> bool:
+    """Has a separator inside, or mixed case that is not just a capital first letter."""
+    return not (word.isalnum() and (word.islower() or word.isupper() or word.istitle()))
+
+
+@lru_cache(maxsize=1 << 17)
+def _raw_identifier_words(raw: bytes) -> str:
+    word = raw.decode("ascii").strip("_-")
+    if 2 < len(word) <= MAX_IDENTIFIER_CHARS and _compound(word):
+        return identifier_words(word)
+    return ""
+
+
+def subwords(*texts: str) -> str:
+    """The ``subwords`` column of a document (its path, title and body): one line per
+    distinct compound identifier, in order of first appearance."""
+    found: dict[bytes, None] = {}
+    for text in texts:
+        # Trigger: this runs on every indexed byte. Why bytes.translate: one C pass maps
+        # every non-identifier byte to a space, about 2x faster than a regex findall.
+        found.update(dict.fromkeys(text.encode("utf-8", "replace").translate(_TO_SPACE).split()))
+    lines: dict[str, None] = {}
+    for raw in found:
+        # Plain words (most of them) are rejected by C-level checks before any decoding;
+        # identifiers repeat across files, so their split is cached.
+        if raw.isalnum() and (raw.islower() or raw.isupper() or raw.istitle() or raw.isdigit()):
+            continue
+        words = _raw_identifier_words(raw)
+        if words:
+            lines[words] = None
+    return "\n".join(lines)
+
+
+def identifier_alternatives(text: str) -> tuple[str, str, str] | None:
+    """(as typed, parts as a phrase, parts joined) for a query word that is one
+    compound identifier, each to be quoted as an FTS5 string; None if it is not one.
+
+    ``parseHttpRequest`` → (parseHttpRequest, "parse http request", "parsehttprequest");
+    ``max_file_size_mb`` → (max_file_size_mb, "max file size mb", "maxfilesizemb").
+    """
+    word = text.strip("_-")
+    if not _IDENTIFIER.fullmatch(word) or len(word) > MAX_IDENTIFIER_CHARS:
+        return None
+    if not _compound(word):
+        return None
+    parts = split_identifier(word)
+    if len(parts) < 2:
+        return None
+    return text, " ".join(parts), "".join(parts)
+
+
+# ------------------------------------------------------------------ unsegmented scripts
+
+
+def has_unsegmented(text: str) -> bool:
+    # Most text is ASCII, and str.isascii() is one flag check; the regex is the slow path.
+    return not text.isascii() and _ANY_UNSEGMENTED.search(text) is not None
+
+
+def _clean_run(run: str) -> str:
+    # Thai, Lao, Khmer and Myanmar vowel signs are combining marks, which unicode61
+    # treats as separators: dropped on both sides, they cannot split a bigram.
+    return "".join(ch for ch in run if unicodedata.category(ch)[0] != "M")
+
+
+def unsegmented_runs(text: str) -> list[str]:
+    """The runs of unsegmented-script characters in ``text``, combining marks removed."""
+    runs = (_clean_run(m.group()) for m in _UNSEGMENTED_RUN.finditer(text))
+    return [r for r in runs if r]
+
+
+def without_unsegmented(text: str) -> str:
+    """``text`` with its unsegmented runs replaced by spaces."""
+    return _UNSEGMENTED_RUN.sub(" ", text)
+
+
+def run_bigrams(run: str) -> list[str]:
+    """``東京都`` → [東京, 京都]; a single character stays as it is."""
+    if len(run) < 2:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def grams(*texts: str) -> str:
+    """The ``grams`` column of a document: per unsegmented run, one line of its bigrams
+    and then its last character alone; "" when the text has none (the common case).
+
+    The last character makes every character the first of some token, so a
+    one-character query (a prefix query on this column) finds it anywhere; it also
+    keeps a query's bigram phrase from running across two runs.
+    """
+    lines = []
+    for text in texts:
+        if has_unsegmented(text):
+            for run in unsegmented_runs(text):
+                words = run_bigrams(run)
+                lines.append(" ".join([*words, run[-1]] if len(run) > 1 else words))
+    return "\n".join(lines)

@@ -1,0 +1,410 @@
+"""Watching roots: one watchdog (inotify) observer per root, and what to do when inotify fails.
+
+The observer threads do almost nothing: drop paths that can never be indexed (under
+``.git/``, the wrong extension), put the rest in the change queue (daemon/changes.py),
+which wakes the event loop. All indexing happens in the daemon's own tasks.
+
+A supervising task checks each root about once a second, which costs one ``stat``:
+
+- the inotify watch or instance limit was hit (watchdog raises ENOSPC/EMFILE when it
+  adds a watch, at start or later for a new directory): the root's observer is stopped
+  and the root is polled instead, state ``degraded``, with the sysctl fix in the detail;
+  going live is retried every ``RETRY_LIVE_SECONDS``;
+- the observer died, or the root directory was deleted or replaced: the watch is
+  restarted once the directory exists again, and the root is rescanned;
+- the kernel's event queue overflowed (events were lost): the root is rescanned;
+- roots set to ``watch = "poll"`` (network filesystems, where inotify sees no changes
+  made on other machines) are rescanned every ``poll_interval_seconds``; roots set to
+  ``watch = "off"`` wait for the periodic scan, and their state says so.
+
+A rescan is the reconcile pass (list + stat, reading only what changed), so polling a
+root costs what a no-change rescan costs; the interval grows with the root's size so
+polling never takes more than about a tenth of a core.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskStatus
+from kbindex.daemon.changes import Changes
+from kbindex.daemon.health import Health, RootHealth
+from kbindex.daemon.ignore import IgnoreRules
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.inotify import InotifyEmitter
+from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPES: Final[list[type[FileSystemEvent]]] = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileModifiedEvent,  # also subscribes to IN_ATTRIB: a touch or utime changes the mtime
+    FileAttribEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+]
+"""Not IN_OPEN / IN_CLOSE_NOWRITE: reading files (the indexer does) must not wake us."""
+SUPERVISE_SECONDS: Final = 1.0
+RETRY_LIVE_SECONDS: Final = 300.0
+POLL_COST_FACTOR: Final = 10.0
+"""A polled root waits at least this many times its last rescan's duration."""
+LIMIT_ERRNOS: Final = (errno.ENOSPC, errno.EMFILE)
+WATCHES_FIX: Final = (
+    "Fix: sudo sysctl fs.inotify.max_user_watches=524288; to keep it after a reboot: "
+    "echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-kbindex.conf"
+)
+INSTANCES_FIX: Final = (
+    "Fix: sudo sysctl fs.inotify.max_user_instances=1024; to keep it after a reboot: "
+    "echo fs.inotify.max_user_instances=1024 | sudo tee /etc/sysctl.d/90-kbindex.conf"
+)
+
+
+class _InotifyFD(InotifyFD):
+    """watchdog's inotify reader, reporting what watchdog handles silently: a watch
+    refused for a subdirectory (it only raises for the root) and a queue overflow."""
+
+    def __init__(
+        self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
+    ) -> None:
+        self._on_limit = on_limit
+        self._on_overflow = on_overflow
+        super().__init__()
+
+    def add_callback(self, path: bytes, mask: Any, callback: Any, id_: Any) -> Any:
+        try:
+            return super().add_callback(path, mask, callback, id_)
+        except OSError as exc:
+            if exc.errno in LIMIT_ERRNOS:
+                self._on_limit(exc)
+            raise
+
+    def handle_event(self, event: InotifyEvent) -> None:
+        if event.is_queue_overflow:
+            self._on_overflow()
+        super().handle_event(event)
+
+
+class _RootObserver(BaseObserver):
+    """An InotifyObserver with its own reader (one inotify instance per root, so one
+    root's failure does not touch the others)."""
+
+    def __init__(
+        self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
+    ) -> None:
+        self._fd = _InotifyFD(on_limit, on_overflow)
+        self._fd.start()
+        super().__init__(InotifyEmitter, inotify_fd=self._fd)
+
+    def on_thread_stop(self) -> None:
+        super().on_thread_stop()
+        self.close_reader()
+
+    def close_reader(self) -> None:
+        self._fd.stop()
+        self._fd.join()
+
+    @property
+    def healthy(self) -> bool:
+        return self.is_alive() and bool(self.emitters) and all(e.is_alive() for e in self.emitters)
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, on_event: Callable[[FileSystemEvent], None]) -> None:
+        self._on_event = on_event
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        # Synthetic events (one per file of a moved or moved-in directory) are covered
+        # by the directory's own event: the whole directory is re-keyed or walked.
+        if not event.is_synthetic:
+            self._on_event(event)
+
+
+@dataclass
+class _Watch:
+    root: str
+    mode: str
+    """``auto`` (inotify) or ``poll``."""
+    observer: _RootObserver | None = None
+    identity: tuple[int, int] | None = None
+    limit: OSError | None = None
+    """Set by an observer thread when inotify refused a watch."""
+    next_poll: float = 0.0
+    next_retry: float = 0.0
+    missing: bool = False
+
+
+class Watcher:
+    def __init__(
+        self,
+        roots: list[tuple[str, str]],
+        rules: IgnoreRules,
+        changes: Changes,
+        health: Health,
+        *,
+        poll_seconds: float,
+    ) -> None:
+        """``roots``: (root, watch mode) pairs."""
+        self.rules = rules
+        self.changes = changes
+        self.health = health
+        self.poll_seconds = poll_seconds
+        self._watches = {root: _Watch(root, mode) for root, mode in roots}
+        self._prefixes: tuple[tuple[str, str], ...] = ()
+        self._update_prefixes()
+        # Why: watchdog logs every inotify event at DEBUG; at --log-level debug that is
+        # a line per file of a 10,000-file checkout.
+        logging.getLogger("watchdog").setLevel(max(logging.INFO, log.getEffectiveLevel()))
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        self.changes.bind()
+        try:
+            for watch in list(self._watches.values()):
+                await self._start(watch)
+            task_status.started()
+            while True:
+                await anyio.sleep(SUPERVISE_SECONDS)
+                for watch in list(self._watches.values()):
+                    await self._supervise(watch)
+        finally:
+            self.changes.close()
+            with anyio.CancelScope(shield=True):
+                for watch in list(self._watches.values()):
+                    await self._stop(watch)
+
+    async def add_root(self, root: str, mode: str) -> None:
+        watch = self._watches[root] = _Watch(root, mode)
+        self._update_prefixes()
+        await self._start(watch)
+
+    async def remove_root(self, root: str) -> None:
+        watch = self._watches.pop(root, None)
+        self._update_prefixes()
+        if watch is not None:
+            await self._stop(watch)
+
+    def _update_prefixes(self) -> None:
+        self._prefixes = tuple((root, root + os.sep) for root in self._watches)
+
+    # ------------------------------------------------------------ supervision
+
+    async def _start(self, watch: _Watch) -> None:
+        rh = self.health.root(watch.root)
+        now = time.monotonic()
+        watch.limit = None
+        watch.identity = _identity(watch.root)
+        watch.missing = watch.identity is None
+        if watch.mode == "poll":
+            self._set(rh, "polling", "set to poll in the config", self._interval(rh))
+            watch.next_poll = now + self._interval(rh)
+            return
+        if watch.mode == "off":
+            self._set(rh, "off", "not watched (watch = off): changes wait for the next scan")
+            return
+        if watch.missing:
+            self._set(rh, "error", "the root directory is missing; waiting for it to come back")
+            return
+        try:
+            observer = await anyio.to_thread.run_sync(self._observe, watch)
+        except Exception as exc:
+            self._fall_back(watch, rh, exc)
+            return
+        if self._watches.get(watch.root) is not watch:
+            await anyio.to_thread.run_sync(_stop_observer, observer)  # removed meanwhile
+            return
+        watch.observer = observer
+        self._set(rh, "live", "")
+        log.info("watching %s", watch.root)
+
+    def _observe(self, watch: _Watch) -> _RootObserver:
+        """Start an observer on ``watch.root`` (in a worker thread: adding a watch per
+        directory of a large tree takes a while)."""
+        observer = _RootObserver(
+            partial(self._on_limit, watch), partial(self.changes.rescan, watch.root, evented=True)
+        )
+        try:
+            handler = _Handler(partial(self._on_event, watch.root))
+            observer.schedule(handler, watch.root, recursive=True, event_filter=EVENT_TYPES)
+            observer.start()
+        except BaseException:
+            observer.close_reader()
+            raise
+        return observer
+
+    async def _stop(self, watch: _Watch) -> None:
+        observer, watch.observer = watch.observer, None
+        if observer is not None:
+            await anyio.to_thread.run_sync(_stop_observer, observer)
+
+    def _fall_back(self, watch: _Watch, rh: RootHealth, exc: Exception) -> None:
+        now = time.monotonic()
+        if isinstance(exc, OSError) and exc.errno in LIMIT_ERRNOS:
+            which = "instance" if exc.errno == errno.EMFILE else "watch"
+            limit = _read_limit(f"max_user_{which}es")
+            fix = INSTANCES_FIX if which == "instance" else WATCHES_FIX
+            detail = (
+                f"inotify {which} limit reached (fs.inotify.max_user_{which}es = {limit}); "
+                f"polling every {self._interval(rh):g} s instead. {fix}"
+            )
+            self._set(rh, "degraded", detail, self._interval(rh))
+            log.warning("%s: %s", watch.root, detail)
+        else:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            detail = f"cannot watch: {reason}; polling instead"
+            self._set(rh, "error", detail, self._interval(rh))
+            log.warning("%s: %s", watch.root, detail)
+        watch.next_poll = now
+        watch.next_retry = now + RETRY_LIVE_SECONDS
+
+    async def _supervise(self, watch: _Watch) -> None:
+        if self._watches.get(watch.root) is not watch:
+            return  # removed while the others were supervised
+        rh = self.health.root(watch.root)
+        now = time.monotonic()
+        if watch.mode == "auto":
+            await self._check_live(watch, rh, now)
+        if watch.mode == "off":
+            return
+        polled = watch.mode == "poll" or not watch.missing
+        if watch.observer is None and polled and now >= watch.next_poll:
+            interval = self._interval(rh)
+            rh.poll_seconds = interval
+            watch.next_poll = now + interval
+            self.changes.rescan(watch.root, evented=False)
+
+    async def _check_live(self, watch: _Watch, rh: RootHealth, now: float) -> None:
+        if watch.observer is not None:
+            if watch.limit is not None:
+                # Some directories went unwatched: stop trusting events for this root.
+                exc = watch.limit
+                await self._stop(watch)
+                self._fall_back(watch, rh, exc)
+                return
+            identity = _identity(watch.root)
+            if identity is not None and identity == watch.identity and watch.observer.healthy:
+                return
+            log.info("%s was deleted, replaced or lost its watch: re-watching", watch.root)
+            await self._stop(watch)
+        elif watch.missing:
+            if _identity(watch.root) is None:
+                return
+            log.info("%s is back: watching it again", watch.root)
+        elif now < watch.next_retry:
+            return
+        await self._start(watch)
+        self.changes.rescan(watch.root)
+
+    def _interval(self, rh: RootHealth) -> float:
+        last = rh.last_reconcile.seconds if rh.last_reconcile is not None else 0.0
+        return max(self.poll_seconds, POLL_COST_FACTOR * last)
+
+    def _set(self, rh: RootHealth, state: str, detail: str, poll: float | None = None) -> None:
+        rh.watch = state
+        rh.watch_detail = detail
+        rh.poll_seconds = poll
+
+    # ------------------------------------------------------------ observer threads
+
+    def _on_limit(self, watch: _Watch, exc: OSError) -> None:
+        watch.limit = exc
+
+    def _on_event(self, root: str, event: FileSystemEvent) -> None:
+        """In the observer's thread: filter, queue, nothing else."""
+        src = os.fsdecode(event.src_path)
+        is_dir = event.is_directory
+        if isinstance(event, FileMovedEvent | DirMovedEvent):
+            dest = os.fsdecode(event.dest_path)
+            src_root = self._root_of(src, is_dir)
+            dest_root = self._root_of(dest, is_dir)
+            if src_root is not None and dest_root is not None:
+                self.changes.add_move(src_root, src, dest_root, dest, is_dir=is_dir)
+            elif src_root is not None:
+                self.changes.add(src_root, src)  # moved out (or to an ignored name)
+            elif dest_root is not None:
+                self.changes.add(dest_root, dest)  # moved in (or from an ignored name)
+            queued = src_root is not None or dest_root is not None
+            if not is_dir:
+                queued = self._pattern_file(src) | self._pattern_file(dest) or queued
+        else:
+            src_root = self._root_of(src, is_dir)
+            if src_root is not None:
+                self.changes.add(src_root, src)
+            queued = src_root is not None or (not is_dir and self._pattern_file(src))
+        rh = self.health.roots.get(root)  # None once the root is removed
+        if queued and rh is not None:
+            rh.last_event_at = self.health.last_event_at = time.time()
+
+    def _pattern_file(self, path: str) -> bool:
+        """A .gitignore or .kbignore changed: queue its directory, so that newly ignored
+        files leave the index and newly un-ignored ones enter it."""
+        if not self.rules.is_pattern_file(os.path.basename(path)):
+            return False
+        directory = os.path.dirname(path)
+        root = self._root_of(directory, True)
+        if root is None:
+            return False
+        self.changes.add(root, directory)
+        return True
+
+    def _root_of(self, path: str, is_dir: bool) -> str | None:
+        """The root holding ``path``, or None when it is outside them or can never be
+        indexed (cheap rules only; the walk applies the rest)."""
+        for root, prefix in self._prefixes:
+            if path == root or path.startswith(prefix):
+                break
+        else:
+            return None
+        if self.rules.quick_ignored(root, path, is_dir=is_dir):
+            return None
+        if not is_dir and path != root and self.rules.ignored_file(os.path.basename(path)):
+            return None
+        return root
+
+
+def _stop_observer(observer: _RootObserver) -> None:
+    observer.stop()  # unschedules (removing the inotify watches) and closes the reader
+    if observer.is_alive():
+        observer.join()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _read_limit(name: str) -> str:
+    try:
+        with open(f"/proc/sys/fs/inotify/{name}", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "?"

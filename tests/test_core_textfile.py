@@ -1,0 +1,37 @@
+"""Text detection, decoding, titles and line slicing (pure functions)."""
+
+from __future__ import annotations
+
+from kbindex.daemon.textfile import Loaded, Skipped, decode, extract_title, line_slice
+
+
+def test_decoding_and_detection() -> None:
+    assert isinstance(decode("héllo".encode(), 6, 0), Loaded)
+    assert decode("\ufeffbom".encode("utf-8"), 6, 0).encoding == "utf-8-sig"  # type: ignore[union-attr]
+    assert decode("caf\xe9".encode("cp1252"), 4, 0).encoding == "cp1252"  # type: ignore[union-attr]
+    binary = decode(b"abc\x00def", 7, 0)
+    assert isinstance(binary, Skipped) and binary.reason == "binary"
+    controls = decode(bytes(range(1, 9)) * 100, 800, 0)
+    assert isinstance(controls, Skipped) and controls.reason == "binary"
+
+
+def test_titles() -> None:
+    assert extract_title("---\ntitle: 'Front matter'\n---\n# Heading\n") == "Front matter"
+    assert extract_title("intro\n\n# The heading ##\nbody") == "The heading"
+    assert extract_title("no heading here\n#hashtag") == ""
+
+
+def test_line_slice_ranges_and_budget() -> None:
+    text = "\n".join(f"line {i}" for i in range(1, 11))
+    out, first, last, total, truncated = line_slice(text, 3, 5, 10_000)
+    assert out.splitlines() == ["3| line 3", "4| line 4", "5| line 5"]
+    assert (first, last, total, truncated) == (3, 5, 10, False)
+    out, first, last, total, truncated = line_slice(text, None, None, 40)
+    assert truncated and last == len(out.splitlines()) and last < 10
+    assert line_slice(text, 20, None, 100)[0] == ""
+
+
+def test_line_longer_than_budget_is_cut_not_dropped() -> None:
+    out, first, last, _total, truncated = line_slice("x" * 500 + "\nnext", 1, None, 100)
+    assert truncated and (first, last) == (1, 1)
+    assert out.startswith("1| xxx") and out.endswith("…") and len(out) == 100
