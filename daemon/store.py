@@ -265,9 +265,9 @@ class Store:
         conn = self.writer
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                "DELETE FROM docs WHERE rowid IN (SELECT id FROM files WHERE root = ?)", (root,)
-            )
+            ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
+            for (file_id,) in ids:
+                documents.delete_doc(conn, file_id)
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
             conn.execute("COMMIT")
         except BaseException:

@@ -9,18 +9,24 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.documents import insert_doc
 from kbindex.daemon.query import BadQuery, compile_query, parse
-from kbindex.daemon.store import TOKENIZER
+from kbindex.daemon.store import MIGRATIONS
+from kbindex.daemon.textfile import Loaded, decode
 
 
 @pytest.fixture(scope="module")
 def fts() -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(":memory:")
-    conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}')")
-    conn.executemany(
-        "INSERT INTO docs VALUES (?, ?, ?)",
-        [("a.md", "Alpha", "the quick brown fox"), ("b.md", "", "lazy dogs AND cats")],
-    )
+    """The full-text tables as the store's migrations create them, with two documents."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    for version in sorted(MIGRATIONS):
+        conn.executescript(MIGRATIONS[version])
+    for rowid, (name, text) in enumerate(
+        [("a.md", "# Alpha\nthe quick brown fox"), ("b.md", "lazy dogs AND cats")], start=1
+    ):
+        loaded = decode(text.encode(), len(text), 0)
+        assert isinstance(loaded, Loaded)
+        insert_doc(conn, rowid, name, loaded)
     yield conn
     conn.close()
 
@@ -29,9 +35,10 @@ def fts() -> Iterator[sqlite3.Connection]:
 @given(st.text(max_size=200), st.sampled_from(["auto", "all", "any"]))
 def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) -> None:
     compiled = compile_query(query, mode)
+    table = compiled.table
     for expr in (compiled.match, compiled.fallback):
         if expr is not None:
-            fts.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (expr,)).fetchone()
+            fts.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (expr,)).fetchone()
 
 
 @pytest.mark.parametrize(
@@ -40,8 +47,9 @@ def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) ->
 )
 def test_operator_soup_is_data(fts: sqlite3.Connection, query: str) -> None:
     compiled = compile_query(query)
+    table = compiled.table
     if compiled.match is not None:
-        fts.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (compiled.match,))
+        fts.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (compiled.match,))
 
 
 def test_parse_understands_forgiving_syntax() -> None:
@@ -64,8 +72,6 @@ def test_modes() -> None:
         compile_query("x", "bogus")
     with pytest.raises(BadQuery):
         compile_query("x" * 5000)
-
-
 
 
 @pytest.mark.anyio
