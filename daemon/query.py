@@ -142,8 +142,11 @@ class Term:
             rest = re.findall(r"\w+", tokens.without_unsegmented(self.text))
             return [r.lower() for r in runs] + [w.lower() for w in rest]
         text = self.text.lower()
-        parts = list(tokens.split_identifier(self.text)) if not self.phrase else []
-        return [text, *(p for p in parts if p != text and len(p) > 1)]
+        # A phrase matches across punctuation and line breaks, so its words are
+        # needles too (after the phrase itself, which wins where it occurs as typed).
+        parts = [w.lower() for w in _WORD.findall(self.text)] if self.phrase else []
+        parts += tokens.split_identifier(self.text) if not self.phrase else []
+        return [text, *(p for p in dict.fromkeys(parts) if p != text and len(p) > 1)]
 
 
 @dataclass(frozen=True, slots=True)

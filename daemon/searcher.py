@@ -7,27 +7,18 @@ it, so a pathological query costs its caller a clear error, not the daemon its t
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import tokens
+from kbindex.daemon import passages
 from kbindex.daemon.query import BadQuery, Compiled
 from kbindex.proto.messages import FileInfo, Hit
 
-OPEN: Final = "\x01"
-CLOSE: Final = "\x02"
-ELLIPSIS: Final = "…"
-SNIPPET_TOKENS: Final = 24
-SNIPPET_MAX_CHARS: Final = 400
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
 """name (relative path), title, body, subwords, grams: see ``documents.COLUMNS``."""
-MAX_PASSAGE_MATCHES: Final = 2000
-"""How many needle occurrences a passage search looks at before it settles."""
-_SPACE = re.compile(r"\s+")
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -99,21 +90,16 @@ class _Query:
     needles: tuple[str, ...]
     weights: tuple[float, ...]
 
-    @property
-    def unsegmented(self) -> bool:
-        return any(tokens.has_unsegmented(n) for n in self.needles)
-
     def run(self, conn: sqlite3.Connection, match: str) -> tuple[list[Hit], int]:
         table = self.table
         cond, params = path_condition(self.path_filter)
         ranking = f"bm25({', '.join(str(w) for w in self.weights)})"
         # Trigger: ORDER BY rank, not ORDER BY bm25(...). Why: FTS5 then sorts the
-        # matches itself and the SELECT list (snippet(), the body) is computed only for
-        # the rows returned; with ORDER BY an expression SQLite computes it for every
-        # match before sorting, 2-3x slower on a question that matches thousands.
+        # matches itself and the SELECT list (the body) is read only for the rows
+        # returned; with ORDER BY an expression SQLite reads it for every match.
+        # No snippet() here: see ``passages``.
         sql = f"""
-            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, d.rank,
-                   snippet({table}, 2, '{OPEN}', '{CLOSE}', '{ELLIPSIS}', {SNIPPET_TOKENS})
+            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, d.rank
             FROM {table} d JOIN files f ON f.id = d.rowid
             WHERE {table} MATCH ? AND d.rank MATCH ? AND {cond}
             ORDER BY d.rank LIMIT ?
@@ -134,8 +120,8 @@ class _Query:
                 raise BadQuery("the query took too long; make it more specific") from None
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
         hits = []
-        for path, root, relpath, size, mtime_ns, title, body, score, fragment in rows:
-            snippet, line = self._snippet(body, fragment)
+        for path, root, relpath, size, mtime_ns, title, body, score in rows:
+            snippet, line = passages.best_passage(body, self.needles) or (passages.head(body), 1)
             hits.append(
                 Hit(
                     path=path,
@@ -150,99 +136,6 @@ class _Query:
                 )
             )
         return hits, total
-
-    def _snippet(self, body: str, fragment: str) -> tuple[str, int]:
-        """The passage to show and its line number (1-based).
-
-        FTS5's snippet() picks the body fragment with the most matched phrases and knows
-        stemming, so it is used when it highlights anything. It highlights nothing when
-        the match was elsewhere: in a camelCase part or a CJK bigram (derived columns),
-        or only in the name or title; and for CJK it would mark a whole run of text
-        (one unicode61 token). Then the passage is the body line holding the most
-        distinct query words, found by a case-insensitive search.
-        """
-        if OPEN in fragment and not self.unsegmented:
-            return _clean(fragment), _fragment_line(body, fragment)
-        passage = _passage(body, self.needles)
-        if passage is not None:
-            return passage
-        if OPEN in fragment:
-            return _clean(fragment), _fragment_line(body, fragment)
-        return _clean(body[: SNIPPET_MAX_CHARS * 2].replace(OPEN, "").replace(CLOSE, "")), 1
-
-
-def _fragment_line(body: str, fragment: str) -> int:
-    """Line number of the first highlighted term of an FTS5 fragment within ``body``."""
-    mark = fragment.find(OPEN)
-    plain = fragment.replace(OPEN, "").replace(CLOSE, "")
-    lead = len(ELLIPSIS) if plain.startswith(ELLIPSIS) else 0
-    core = plain[lead:].removesuffix(ELLIPSIS)
-    at = body.find(core)
-    return body.count("\n", 0, at + mark - lead) + 1 if at != -1 else 1
-
-
-def _needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str] | None:
-    if not needles:
-        return None
-    ordered = sorted(needles, key=len, reverse=True)  # the longest spelling wins
-    return re.compile("|".join(re.escape(n) for n in ordered), re.IGNORECASE)
-
-
-def _passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
-    """(snippet, line) of the line with the most distinct needles, the first such line;
-    None when no needle occurs in ``body``."""
-    pattern = _needle_pattern(needles)
-    if pattern is None:
-        return None
-    per_line: dict[int, set[str]] = {}
-    for n, found in enumerate(pattern.finditer(body)):
-        if n >= MAX_PASSAGE_MATCHES:
-            break
-        start = body.rfind("\n", 0, found.start()) + 1
-        per_line.setdefault(start, set()).add(found.group().lower())
-    if not per_line:
-        return None
-    start = min(per_line, key=lambda s: (-len(per_line[s]), s))
-    end = body.find("\n", start)
-    line_text = body[start : end if end != -1 else len(body)]
-    first = pattern.search(line_text)
-    centre = first.start() if first else 0
-    window = _window(line_text, centre).replace(OPEN, "").replace(CLOSE, "")
-    marked = pattern.sub(lambda m: OPEN + m.group() + CLOSE, window)
-    return _clean(marked), body.count("\n", 0, start) + 1
-
-
-def _window(text: str, centre: int) -> str:
-    """At most SNIPPET_MAX_CHARS of ``text`` around ``centre``, cut at spaces when it can."""
-    if len(text) <= SNIPPET_MAX_CHARS:
-        return text
-    begin = max(0, min(centre - SNIPPET_MAX_CHARS // 3, len(text) - SNIPPET_MAX_CHARS))
-    end = begin + SNIPPET_MAX_CHARS
-    if begin > 0:
-        space = text.find(" ", begin, begin + 40)
-        begin = space + 1 if space != -1 and space < centre else begin
-    if end < len(text):
-        space = text.rfind(" ", end - 40, end)
-        end = space if space > centre else end
-    return (ELLIPSIS if begin > 0 else "") + text[begin:end] + (ELLIPSIS if end < len(text) else "")
-
-
-def _clean(snippet: str) -> str:
-    """One line, at most about SNIPPET_MAX_CHARS, keeping the first highlight in view."""
-    text = _SPACE.sub(" ", snippet).strip()
-    if len(text) > SNIPPET_MAX_CHARS:
-        mark = text.find(OPEN)
-        text = _balance(_window(text, max(mark, 0)))
-    # Adjacent highlights (parse|Http|Request) read better as one.
-    return text.replace(CLOSE + OPEN, "").replace(OPEN, "**").replace(CLOSE, "**")
-
-
-def _balance(text: str) -> str:
-    """Mend the markers a cut split: drop a leading stray close, close a trailing open."""
-    first_close, first_open = text.find(CLOSE), text.find(OPEN)
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
-        text = text[:first_close] + text[first_close + 1 :]
-    return text + CLOSE if text.rfind(OPEN) > text.rfind(CLOSE) else text
 
 
 def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[FileInfo], int]:
