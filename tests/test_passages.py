@@ -67,3 +67,8 @@ def test_markers_typed_in_the_file_do_not_leak() -> None:
     body = "control \x01chars\x02 near the needle\n"
     snippet, _ = passage(body, "needle") or ("", 0)
     assert "\x01" not in snippet and "\x02" not in snippet and "**needle**" in snippet
+
+
+def test_text_whose_lower_case_changes_length_still_finds_the_line() -> None:
+    body = "İstanbul first\nİzmir and the needle\n"  # "İ".lower() is two characters
+    assert passage(body, "needle") == ("İzmir and the **needle**", 2)
