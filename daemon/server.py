@@ -4,24 +4,35 @@ Each connection reads frames in a loop and runs every request as its own task, s
 slow request never holds up the next one on the same connection; replies are written
 whole under a per-connection lock and carry the request's id. Every failure a client
 can cause is answered with an ErrorReply: a malformed frame, an unknown op, a bad
-argument. Only a frame too large to read ends the connection (after the reply), since
-the stream cannot be resynchronised without reading the announced body.
+argument. Only a frame too large to read, or one not completed within the frame
+timeout, ends the connection (after the reply), since the stream cannot be
+resynchronised without reading the announced body.
+
+Resources a client can pin are bounded: a partial frame for ``frame_timeout`` seconds,
+requests in flight per connection (MAX_IN_FLIGHT), and connections (below the open-file
+limit). When the connection limit is reached, or accept() fails for want of file
+descriptors, the connection idle longest (silent ones first) is closed to make room;
+a connection with a request in flight is never closed for this.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import resource
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import anyio
 import msgspec
-from anyio.abc import SocketAttribute, SocketListener, SocketStream
+from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 from kbindex.daemon.service import error_reply
 from kbindex.proto import framing
 from kbindex.proto.messages import (
@@ -38,6 +49,15 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT: Final = 32
 """Requests one connection may have running at once; reading waits beyond that."""
+MAX_CONNECTIONS: Final = 1000
+RESERVED_FDS: Final = 64
+"""File descriptors kept for everything but connections (the index, the watcher, files
+being read): the connection limit is at most the open-file limit minus these."""
+FRAME_TIMEOUT_SECONDS: Final = 10.0
+"""Seconds a frame may take to arrive once its first byte has (KBINDEX_FRAME_TIMEOUT)."""
+FD_WARNING_SECONDS: Final = 10.0
+"""At most one warning this often while connections cannot be accepted."""
+_OUT_OF_FDS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 Handler = Callable[[Request, Callable[[Reply], Awaitable[None]]], Awaitable[Reply]]
 
@@ -52,6 +72,8 @@ def decode_request(body: bytes) -> Request | ErrorReply:
         envelope = _envelope.decode(body)
     except msgspec.DecodeError as exc:
         return ErrorReply(code=ErrorCode.BAD_FRAME, message=f"malformed frame: {exc}")
+    except RecursionError:
+        return ErrorReply(code=ErrorCode.BAD_FRAME, message="malformed frame: nested too deeply")
     if envelope.op not in REQUEST_OPS:
         return ErrorReply(
             id=envelope.id,
@@ -66,6 +88,12 @@ def decode_request(body: bytes) -> Request | ErrorReply:
             code=ErrorCode.INVALID_ARGUMENT,
             message=f"invalid {envelope.op} request: {exc}",
         )
+    except RecursionError:
+        return ErrorReply(
+            id=envelope.id,
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"invalid {envelope.op} request: nested too deeply",
+        )
     return request
 
 
@@ -79,6 +107,45 @@ def peer_uid(stream: SocketStream) -> int | None:
     return int(uid)
 
 
+def frame_timeout_setting() -> float:
+    raw = os.environ.get("KBINDEX_FRAME_TIMEOUT", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return FRAME_TIMEOUT_SECONDS
+    return value if value > 0 else FRAME_TIMEOUT_SECONDS
+
+
+def connection_limit() -> int:
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft - RESERVED_FDS))
+
+
+def _client_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` (or every error in a group) only says the client went away, as
+    when it sends requests and leaves before their answers: nothing to answer or log."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_client_gone(e) for e in exc.exceptions)
+    return isinstance(exc, anyio.BrokenResourceError | anyio.ClosedResourceError | OSError)
+
+
+@dataclass(eq=False)
+class _Connection:
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    reader: framing.FrameReader | None = None
+    in_flight: int = 0
+    spoken: bool = False
+    """Whether a whole frame ever came in: silent connections are closed first."""
+
+    def evictable(self) -> tuple[bool, float] | None:
+        """Sort key among connections that may be closed to make room, or None."""
+        if self.reader is None or self.reader.idle_since is None or self.in_flight:
+            return None
+        return (self.spoken, self.reader.idle_since)
+
+
 class Server:
     def __init__(
         self, handler: Handler, socket_path: Path, inherited: socket.socket | None = None
@@ -88,6 +155,10 @@ class Server:
         self.inherited = inherited
         self.connections = 0
         self.in_flight = 0
+        self.frame_timeout = frame_timeout_setting()
+        self.max_connections = connection_limit()
+        self.evicted = 0
+        self._open: set[_Connection] = set()
         self._accepting = anyio.CancelScope()
         self._idle: anyio.Event | None = None
 
@@ -106,7 +177,7 @@ class Server:
                 async with listener:
                     with self._accepting:
                         task_status.started()
-                        await listener.serve(self._connection, task_group=connections)
+                        await self._accept_loop(listener, connections)
             finally:
                 self._unlink()
             await anyio.sleep_forever()  # until the daemon's group is cancelled
@@ -132,23 +203,90 @@ class Server:
                 await self._idle.wait()
         return self.in_flight == 0
 
-    async def _connection(self, stream: SocketStream) -> None:
+    async def _accept_loop(self, listener: SocketListener, connections: TaskGroup) -> None:
+        warned_at = -FD_WARNING_SECONDS
+        while True:
+            try:
+                stream = await listener.accept()
+            except anyio.BrokenResourceError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, OSError) or cause.errno not in _OUT_OF_FDS:
+                    raise
+                # Trigger: a client opened connections up to the open-file limit and
+                # left them. Why not end: accept() failing is not the listener broken;
+                # make room and let the connection waiting in the backlog in.
+                if time.monotonic() - warned_at >= FD_WARNING_SECONDS:
+                    warned_at = time.monotonic()
+                    log.warning(
+                        "cannot accept connections (%s) with %d open; closing idle ones",
+                        cause.strerror,
+                        len(self._open),
+                    )
+                if not self._evict_one():
+                    await anyio.sleep(0.1)
+                await anyio.sleep(0.01)
+                continue
+            conn = _Connection()
+            if len(self._open) >= self.max_connections and not self._evict_one():
+                connections.start_soon(self._refuse, stream)
+                continue
+            self._open.add(conn)
+            connections.start_soon(self._connection, stream, conn)
+
+    def _evict_one(self) -> bool:
+        """Close the connection idle longest, silent ones first; False if none is idle."""
+        candidates = [(key, c) for c in self._open if (key := c.evictable()) is not None]
+        if not candidates:
+            return False
+        _key, victim = min(candidates, key=lambda kc: kc[0])
+        self._open.discard(victim)
+        victim.scope.cancel()
+        self.evicted += 1
+        if self.evicted == 1 or self.evicted % 100 == 0:
+            log.warning(
+                "%d connections open (limit %d): closed idle ones (%d so far)",
+                len(self._open) + 1,
+                self.max_connections,
+                self.evicted,
+            )
+        return True
+
+    async def _refuse(self, stream: SocketStream) -> None:
+        reply = ErrorReply(
+            code=ErrorCode.BUSY,
+            message=f"kbindexd has {len(self._open)} connections busy; try again shortly",
+        )
+        with contextlib.suppress(Exception), anyio.move_on_after(1):
+            async with stream:
+                await framing.write_frame(stream, _encoder.encode(reply))
+
+    async def _connection(self, stream: SocketStream, conn: _Connection) -> None:
         self.connections += 1
         try:
-            async with stream:
-                await self._converse(stream)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass  # the client went away; nothing to answer
+            with conn.scope:
+                async with stream:
+                    await self._converse(stream, conn)
+        except Exception as exc:
+            # Whatever one connection does must not take the daemon down with it.
+            if not _client_gone(exc):
+                log.exception("connection ended by an internal error")
         finally:
+            self._open.discard(conn)
             self.connections -= 1
 
-    async def _converse(self, stream: SocketStream) -> None:
+    async def _converse(self, stream: SocketStream, conn: _Connection) -> None:
         lock = anyio.Lock()
 
         async def send(reply: Reply) -> None:
             body = _encoder.encode(reply)
             async with lock:
                 await framing.write_frame(stream, body)
+
+        async def send_last(reply: Reply) -> None:
+            # The connection closes after this: a peer that does not read it anyway
+            # must not keep it open.
+            with anyio.move_on_after(1):
+                await send(reply)
 
         uid = peer_uid(stream)
         if uid is not None and uid not in (os.getuid(), 0):
@@ -159,33 +297,43 @@ class Server:
                 )
             )
             return
-        reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES)
+        reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
+        conn.reader = reader
         slots = anyio.Semaphore(MAX_IN_FLIGHT)
         async with anyio.create_task_group() as tg:
             while True:
                 try:
                     body = await reader.read()
                 except framing.FrameTooLarge as exc:
-                    await send(ErrorReply(code=ErrorCode.FRAME_TOO_LARGE, message=str(exc)))
+                    await send_last(ErrorReply(code=ErrorCode.FRAME_TOO_LARGE, message=str(exc)))
+                    break
+                except framing.SlowFrame as exc:
+                    await send_last(ErrorReply(code=ErrorCode.BAD_FRAME, message=str(exc)))
                     break
                 except framing.IncompleteFrame:
                     break
                 if body is None:
                     break
+                conn.spoken = True
                 decoded = decode_request(body)
                 if isinstance(decoded, ErrorReply):
                     await send(decoded)
                     continue
                 await slots.acquire()
-                tg.start_soon(self._answer, decoded, send, slots)
+                tg.start_soon(self._answer, decoded, send, slots, conn)
 
     async def _answer(
-        self, request: Request, send: Callable[[Reply], Awaitable[None]], slots: anyio.Semaphore
+        self,
+        request: Request,
+        send: Callable[[Reply], Awaitable[None]],
+        slots: anyio.Semaphore,
+        conn: _Connection,
     ) -> None:
         async def emit(reply: Reply) -> None:
             await send(msgspec.structs.replace(reply, id=request.id))
 
         self.in_flight += 1
+        conn.in_flight += 1
         try:
             try:
                 reply = await self.handler(request, emit)
@@ -203,6 +351,7 @@ class Server:
                 await emit(reply)
         finally:
             self.in_flight -= 1
+            conn.in_flight -= 1
             if self.in_flight == 0 and self._idle is not None:
                 self._idle.set()
             slots.release()

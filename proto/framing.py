@@ -7,6 +7,7 @@ hostile or broken peer cannot make the reader allocate a giant buffer.
 from __future__ import annotations
 
 import struct
+import time
 from typing import Final
 
 import anyio
@@ -37,26 +38,58 @@ class IncompleteFrame(Exception):
     """Raised when the peer closed the stream in the middle of a frame."""
 
 
+class SlowFrame(Exception):
+    """Raised when a frame, once begun, is not complete within the reader's timeout:
+    a peer that sends a length and then nothing (or a byte now and then) must not hold
+    a partial frame, and the buffer behind it, for ever."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"frame not completed within {timeout:g} s of its first byte")
+        self.timeout = timeout
+
+
 def pack(body: bytes) -> bytes:
     """Prefix ``body`` with its length."""
     return HEADER.pack(len(body)) + body
 
 
 class FrameReader:
-    """Reads whole frames from a byte stream."""
+    """Reads whole frames from a byte stream.
 
-    def __init__(self, stream: ByteReceiveStream, max_size: int) -> None:
+    Waiting for the first byte of a frame is unbounded (an idle peer is no harm); with
+    ``frame_timeout`` set, the rest of the frame must then arrive within that many
+    seconds. ``idle_since`` is the monotonic time the reader began waiting for a frame,
+    or None while it is inside one.
+    """
+
+    def __init__(
+        self, stream: ByteReceiveStream, max_size: int, frame_timeout: float | None = None
+    ) -> None:
         self._stream = BufferedByteReceiveStream(stream)
         self._max_size = max_size
+        self._frame_timeout = frame_timeout
+        self.idle_since: float | None = time.monotonic()
 
     async def read(self) -> bytes | None:
         """Return the next frame's body, or ``None`` at a clean end of stream.
 
-        Raises FrameTooLarge or IncompleteFrame.
+        Raises FrameTooLarge, IncompleteFrame or SlowFrame.
         """
-        header = await self._read_exactly(HEADER.size, at_boundary=True)
-        if header is None:
+        self.idle_since = time.monotonic()
+        first = await self._read_exactly(1, at_boundary=True)
+        self.idle_since = None
+        if first is None:
             return None
+        if self._frame_timeout is None:
+            return await self._rest(first)
+        try:
+            with anyio.fail_after(self._frame_timeout):
+                return await self._rest(first)
+        except TimeoutError:
+            raise SlowFrame(self._frame_timeout) from None
+
+    async def _rest(self, first: bytes) -> bytes:
+        header = first + (await self._read_exactly(HEADER.size - 1, at_boundary=False) or b"")
         (size,) = HEADER.unpack(header)
         if size > self._max_size:
             raise FrameTooLarge(size, self._max_size)

@@ -13,7 +13,7 @@ replies before its final reply (``Refresh`` with ``wait=True``).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
 
 import msgspec
 
@@ -22,6 +22,11 @@ PROTOCOL_VERSION: Final = 1
 
 MIN_LIMIT: Final = 1
 MAX_LIMIT: Final = 100
+MAX_PATTERN_CHARS: Final = 4096
+"""Longest glob or path filter accepted (as long as the longest path): SQLite refuses
+much longer GLOB patterns with an error of its own."""
+
+Pattern = Annotated[str, msgspec.Meta(max_length=MAX_PATTERN_CHARS)]
 
 
 class Request(msgspec.Struct, tag_field="op", kw_only=True, frozen=True):
@@ -46,7 +51,7 @@ class Status(Request, tag="status", frozen=True):
 class Search(Request, tag="search", frozen=True):
     query: str
     limit: int = 10
-    path: str | None = None
+    path: Pattern | None = None
     """A glob (``docs/*.md``) or a path prefix (``docs/``), relative to a root or absolute."""
     mode: str = "auto"
     """``auto`` | ``all`` (every term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax)."""
@@ -68,7 +73,7 @@ class ReadFile(Request, tag="read_file", frozen=True):
 
 
 class FindFiles(Request, tag="find_files", frozen=True):
-    glob: str = "*"
+    glob: Pattern = "*"
     limit: int = 100
 
 
@@ -138,8 +143,14 @@ class ErrorCode:
     VERSION_MISMATCH: Final = "version_mismatch"
     PERMISSION_DENIED: Final = "permission_denied"
     SHUTTING_DOWN: Final = "shutting_down"
+    BUSY: Final = "busy"
+    """Every connection slot is taken by a connection with a request in flight."""
     CONFIG_ERROR: Final = "config_error"
     """The config file could not be read or written (``kbctl roots add|remove``)."""
+    INDEX_REBUILDING: Final = "index_rebuilding"
+    """The index was found damaged and is being rebuilt from the files: retry shortly."""
+    INDEX_UNWRITABLE: Final = "index_unwritable"
+    """The index cannot be written (disk full): answers come from what it holds."""
     INTERNAL: Final = "internal"
 
 
@@ -247,6 +258,9 @@ class StatusReply(Reply, tag="status", frozen=True):
     """Files read (and indexed or skipped) since the daemon started."""
     files_moved: int = 0
     """Files re-keyed by renames without being read again, since the daemon started."""
+    index_error: str = ""
+    """Non-empty while the index cannot be written (disk full, I/O error): changes wait
+    and the daemon serves what the index already holds."""
 
 
 class Freshness(msgspec.Struct, kw_only=True):
@@ -259,6 +273,8 @@ class Freshness(msgspec.Struct, kw_only=True):
     """``live`` when every root gets inotify events; else the worst root state."""
     lag_seconds: float | None = None
     """The largest event-to-searchable delay over the last few minutes."""
+    index_error: str = ""
+    """Non-empty while the index cannot be written: answers may be out of date."""
 
 
 class Hit(msgspec.Struct, kw_only=True):
