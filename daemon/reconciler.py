@@ -7,6 +7,11 @@ changed. A path that names a deleted file or directory removes it; a path whose
 directory is also due is left to the directory's walk. Between rounds the task sleeps
 until the next path is due or the watcher adds something.
 
+Paths from events whose names are not valid UTF-8 are translated here, before they
+reach the index: a move is re-keyed between display paths (the names the index holds,
+see textfile.display_path), and a path to refresh becomes its nearest directory with a
+valid name, whose walk lists the file under its display path.
+
 The files are the truth: the event queue only makes the daemon look sooner. The full
 reconcile (every ``scan_interval_seconds``, in app.py) catches whatever events miss.
 """
@@ -24,6 +29,7 @@ from kbindex.daemon.changes import Batch, Changes, Move, lineage
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.roots import Located, Roots
+from kbindex.daemon.textfile import display_path
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +80,15 @@ class Reconciler:
                 if first is not None:
                     firsts.append(first)
         wanted = {path: (root, first) for root, path, first in batch.paths if root not in rescanned}
-        for path, (_root, first) in wanted.items():
+        scoped: set[str] = set()
+        for path, (root, first) in wanted.items():
             firsts.append(first)
             if _covered(path, wanted):
                 continue
-            located = self.roots.locate(Path(path))
+            target = _storable_dir(path, root)
+            located = None if target in scoped else self.roots.locate(Path(target))
             if located is not None:
+                scoped.add(target)
                 scope.append(located)
         if scope:
             await self.indexer.refresh(scope)
@@ -95,8 +104,8 @@ class Reconciler:
         )
 
     async def _move(self, move: Move) -> int:
-        src = self.roots.locate(Path(move.src))
-        dest = self.roots.locate(Path(move.dest))
+        src = self.roots.locate(Path(display_path(move.src)))
+        dest = self.roots.locate(Path(display_path(move.dest)))
         if src is None or dest is None:
             return 0  # a root was removed meanwhile; both ends are refreshed anyway
         return await self.indexer.move(src, dest)
@@ -107,6 +116,15 @@ def _covered(path: str, wanted: dict[str, tuple[str, float]]) -> bool:
     parents = lineage(path, wanted[path][0])
     next(parents)  # the path itself
     return any(probe in wanted for probe in parents)
+
+
+def _storable_dir(path: str, root: str) -> str:
+    """``path`` itself when its name is valid UTF-8, else its nearest such directory
+    (down to ``root``): the index can only be asked about valid names."""
+    for probe in lineage(path, root):
+        if display_path(probe) is probe:
+            return probe
+    return root
 
 
 def _roots_of(batch: Batch) -> list[str]:

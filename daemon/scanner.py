@@ -5,7 +5,12 @@ file gives size and ``mtime_ns``); it never opens a file. Comparing the result w
 the index's metadata decides what must be read. Symlinks are never followed, to
 files or directories: no loops, no way out of a root, and no duplicate results (a
 target inside a root is indexed at its real path). FIFOs, sockets and devices are
-never opened.
+listed (so that they are recorded as skipped, with a reason ``why`` shows) but never
+opened: textfile.load decides by ``lstat``.
+
+A name that is not valid UTF-8 cannot be stored as SQLite text or sent to a client, so
+the file is listed under its display path (the bad bytes shown as ``\\xNN``, see
+``textfile.display_path``) and the walk remembers which real path that stands for.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbindex.daemon.ignore import Chain, IgnoreRules
+from kbindex.daemon.textfile import display_path, remember_escaped
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +62,7 @@ def walk(
         result.root_missing = start == root
         return result
     except OSError as exc:
-        result.problems.append((str(start), exc.strerror or str(exc)))
+        result.problems.append((display_path(str(start)), exc.strerror or str(exc)))
         return result
     is_dir = stat.S_ISDIR(st.st_mode)
     context = rules.context(root_s, str(start) if is_dir else str(start.parent), memo)
@@ -79,8 +85,8 @@ def walk(
         except FileNotFoundError:
             continue
         except OSError as exc:
-            result.problems.append((directory, exc.strerror or str(exc)))
-            log.warning("cannot list %s: %s", directory, exc.strerror or exc)
+            result.problems.append((display_path(directory), exc.strerror or str(exc)))
+            log.warning("cannot list %r: %s", display_path(directory), exc.strerror or exc)
             continue
         if not entered:
             chain = rules.enter(chain, directory, (e.name for e in entries))
@@ -108,21 +114,20 @@ def _seen_file(
     chain: Chain,
     prefix_len: int,
 ) -> Seen | None:
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return None  # never followed; a directory given as a file scope is not a file
     if rules.ignored_file(name, path, chain) is not None:
         return None
-    if not _storable(path):
-        log.warning("skipping a file whose name is not valid UTF-8: %r", path)
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return Seen(path, str(root), path[prefix_len:], st.st_size, st.st_mtime_ns)
-
-
-def _storable(path: str) -> bool:
-    """Names that are not valid UTF-8 (surrogate-escaped by Python) cannot be stored as
-    SQLite text; they are skipped with a warning rather than crashing a batch."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    shown = display_path(path)
+    if shown is not path:  # display_path returns a valid name itself
+        if os.path.lexists(shown):
+            log.warning(
+                "skipping %r: its name is not valid UTF-8 and its escaped form names another file",
+                shown,
+            )
+            return None
+        remember_escaped(shown, path)
+    # FIFOs, sockets and devices are listed with size 0 and recorded as skipped by
+    # textfile.load, which never opens them.
+    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return Seen(shown, str(root), shown[prefix_len:], size, st.st_mtime_ns)

@@ -51,24 +51,107 @@ class Vanished(Exception):
     """The file disappeared between being listed and being read."""
 
 
+RETRY_MTIME_NS: Final = -1
+"""Recorded as the mtime of a file that could not be read (permission denied, too many
+open files, an I/O error): it matches no file on disk, so the next scan or event tries
+again. Why: fixing the cause (``chmod``, closing files) does not change the file's own
+mtime, and a skip recorded with the real mtime would stay until the file is edited."""
+
+ESCAPED_NAMES_CAP: Final = 100_000
+escaped_names: dict[str, str] = {}
+"""Display path -> real path, for files whose names are not valid UTF-8 (see
+``display_path``). Filled by the walk, read by ``load``; plain dict operations, safe
+between threads."""
+
+
+def display_path(path: str) -> str:
+    """``path`` with the bytes of a name that is not valid UTF-8 (surrogate-escaped by
+    Python) shown as ``\\xNN``, so that it can be stored, searched and sent to clients."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
+def remember_escaped(display: str, real: str) -> None:
+    if len(escaped_names) >= ESCAPED_NAMES_CAP:
+        escaped_names.clear()  # the next walk fills it again
+    escaped_names[display] = real
+
+
+_KINDS: Final = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(st: os.stat_result) -> Skipped:
+    return Skipped(
+        SkipReason.NOT_REGULAR, f"{kind_of(st.st_mode)}: never opened", 0, st.st_mtime_ns
+    )
+
+
+def _unreadable(exc: OSError, size: int) -> Skipped:
+    return Skipped(SkipReason.UNREADABLE, exc.strerror or str(exc), size, RETRY_MTIME_NS)
+
+
 def load(path: str, max_bytes: int) -> Loaded | Skipped:
     """Read ``path`` as text. Raises Vanished if it no longer exists.
 
-    The size and mtime returned are those of the opened file (fstat), taken before the
-    read: if the file changes while being read, its new mtime differs from the recorded
-    one and the next scan reads it again.
+    ``path`` may be a display path (``display_path``) of a file whose name is not valid
+    UTF-8; a file really named so wins. FIFOs, sockets and devices are never opened: an
+    ``lstat`` decides first (opening a FIFO would wake a writer waiting for a reader,
+    opening a device may act on it). The size and mtime returned are those of the
+    opened file (fstat), taken before the read: if the file changes while being read,
+    its new mtime differs from the recorded one and the next scan reads it again.
     """
     try:
-        # O_NONBLOCK: opening a FIFO that slipped past the scanner must not hang.
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        real = escaped_names.get(path)
+        if real is None:
+            raise Vanished(path) from None
+        path = real
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            raise Vanished(path) from None
+        except OSError as exc:
+            return _unreadable(exc, 0)
+    except OSError as exc:
+        return _unreadable(exc, 0)
+    if not stat.S_ISREG(st.st_mode):
+        return _not_regular(st)
+    if st.st_size > max_bytes:
+        return Skipped(
+            SkipReason.TOO_LARGE,
+            f"{st.st_size} bytes, over the limit of {max_bytes}",
+            st.st_size,
+            st.st_mtime_ns,
+        )
+    try:
+        # O_NONBLOCK: a FIFO swapped in after the lstat must not hang the open.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise Vanished(path) from None
     except OSError as exc:
-        return Skipped(SkipReason.UNREADABLE, exc.strerror or str(exc), 0, 0)
+        return _unreadable(exc, st.st_size)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return Skipped(SkipReason.NOT_REGULAR, "not a regular file", 0, st.st_mtime_ns)
+            return _not_regular(st)
         if st.st_size > max_bytes:
             return Skipped(
                 SkipReason.TOO_LARGE,
@@ -80,9 +163,7 @@ def load(path: str, max_bytes: int) -> Loaded | Skipped:
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 data = fh.read(max_bytes + 1)
         except OSError as exc:
-            return Skipped(
-                SkipReason.UNREADABLE, exc.strerror or str(exc), st.st_size, st.st_mtime_ns
-            )
+            return _unreadable(exc, st.st_size)
     finally:
         os.close(fd)
     if len(data) > max_bytes:

@@ -13,6 +13,13 @@ A supervising task checks each root about once a second, which costs one ``stat`
 - the observer died, or the root directory was deleted or replaced: the watch is
   restarted once the directory exists again, and the root is rescanned;
 - the kernel's event queue overflowed (events were lost): the root is rescanned;
+- the root directory cannot be read (permission denied): state ``error`` with the reason,
+  no watch and no polling (the index keeps serving what it holds); once it can be read
+  again the watch starts and the root is rescanned, within a second;
+- a directory inotify could not watch because it was unreadable (watchdog skips it
+  silently) became readable: the root's watch is restarted and the root rescanned, or
+  new files in that directory would only be found by the periodic scan. A ``chmod`` of
+  a directory (IN_ATTRIB) also queues it, so its files are indexed at once;
 - roots set to ``watch = "poll"`` (network filesystems, where inotify sees no changes
   made on other machines) are rescanned every ``poll_interval_seconds``; roots set to
   ``watch = "off"`` wait for the periodic scan, and their state says so.
@@ -29,7 +36,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
@@ -40,6 +47,7 @@ from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health, RootHealth
 from kbindex.daemon.ignore import IgnoreRules
 from watchdog.events import (
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
@@ -63,6 +71,7 @@ EVENT_TYPES: Final[list[type[FileSystemEvent]]] = [
     DirCreatedEvent,
     FileModifiedEvent,  # also subscribes to IN_ATTRIB: a touch or utime changes the mtime
     FileAttribEvent,
+    DirAttribEvent,  # a chmod that makes a directory readable again
     FileClosedEvent,
     FileDeletedEvent,
     DirDeletedEvent,
@@ -75,6 +84,8 @@ RETRY_LIVE_SECONDS: Final = 300.0
 POLL_COST_FACTOR: Final = 10.0
 """A polled root waits at least this many times its last rescan's duration."""
 LIMIT_ERRNOS: Final = (errno.ENOSPC, errno.EMFILE)
+DENIED_CAP: Final = 1000
+"""Unwatchable directories remembered per root (each costs an ``access`` a second)."""
 WATCHES_FIX: Final = (
     "Fix: sudo sysctl fs.inotify.max_user_watches=524288; to keep it after a reboot: "
     "echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-kbindex.conf"
@@ -90,19 +101,26 @@ class _InotifyFD(InotifyFD):
     refused for a subdirectory (it only raises for the root) and a queue overflow."""
 
     def __init__(
-        self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
+        self,
+        on_limit: Callable[[OSError], None],
+        on_overflow: Callable[[], None],
+        on_denied: Callable[[bytes], None],
     ) -> None:
         self._on_limit = on_limit
         self._on_overflow = on_overflow
+        self._on_denied = on_denied
         super().__init__()
 
     def add_callback(self, path: bytes, mask: Any, callback: Any, id_: Any) -> Any:
         try:
-            return super().add_callback(path, mask, callback, id_)
+            wd = super().add_callback(path, mask, callback, id_)
         except OSError as exc:
             if exc.errno in LIMIT_ERRNOS:
                 self._on_limit(exc)
             raise
+        if wd == -1:  # EACCES, which watchdog swallows: the directory is not watched
+            self._on_denied(path)
+        return wd
 
     def handle_event(self, event: InotifyEvent) -> None:
         if event.is_queue_overflow:
@@ -115,9 +133,12 @@ class _RootObserver(BaseObserver):
     root's failure does not touch the others)."""
 
     def __init__(
-        self, on_limit: Callable[[OSError], None], on_overflow: Callable[[], None]
+        self,
+        on_limit: Callable[[OSError], None],
+        on_overflow: Callable[[], None],
+        on_denied: Callable[[bytes], None],
     ) -> None:
-        self._fd = _InotifyFD(on_limit, on_overflow)
+        self._fd = _InotifyFD(on_limit, on_overflow, on_denied)
         self._fd.start()
         super().__init__(InotifyEmitter, inotify_fd=self._fd)
 
@@ -157,6 +178,10 @@ class _Watch:
     next_poll: float = 0.0
     next_retry: float = 0.0
     missing: bool = False
+    blocked: str | None = None
+    """Why the root directory cannot be read, while it cannot."""
+    denied: set[str] = field(default_factory=set)
+    """Directories inotify could not watch (permission denied), set by observer threads."""
 
 
 class Watcher:
@@ -221,6 +246,11 @@ class Watcher:
         watch.limit = None
         watch.identity = _identity(watch.root)
         watch.missing = watch.identity is None
+        watch.denied = set()
+        watch.blocked = None if watch.missing else _unreadable(watch.root)
+        if watch.blocked is not None:
+            self._set_blocked(watch, rh)
+            return
         if watch.mode == "poll":
             self._set(rh, "polling", "set to poll in the config", self._interval(rh))
             watch.next_poll = now + self._interval(rh)
@@ -247,7 +277,9 @@ class Watcher:
         """Start an observer on ``watch.root`` (in a worker thread: adding a watch per
         directory of a large tree takes a while)."""
         observer = _RootObserver(
-            partial(self._on_limit, watch), partial(self.changes.rescan, watch.root, evented=True)
+            partial(self._on_limit, watch),
+            partial(self.changes.rescan, watch.root, evented=True),
+            partial(self._on_denied, watch),
         )
         try:
             handler = _Handler(partial(self._on_event, watch.root))
@@ -288,6 +320,8 @@ class Watcher:
             return  # removed while the others were supervised
         rh = self.health.root(watch.root)
         now = time.monotonic()
+        if await self._check_readable(watch, rh):
+            return
         if watch.mode == "auto":
             await self._check_live(watch, rh, now)
         if watch.mode == "off":
@@ -298,6 +332,44 @@ class Watcher:
             rh.poll_seconds = interval
             watch.next_poll = now + interval
             self.changes.rescan(watch.root, evented=False)
+
+    async def _check_readable(self, watch: _Watch, rh: RootHealth) -> bool:
+        """Whether the root cannot be read (then nothing else is done for it now). A
+        root or a skipped directory that became readable again restarts the watch and
+        rescans the root."""
+        blocked = None if watch.missing else _unreadable(watch.root)
+        if blocked is not None:
+            if watch.blocked is None:
+                await self._stop(watch)
+                watch.blocked = blocked
+                self._set_blocked(watch, rh)
+            return True
+        if watch.blocked is not None:
+            log.info("%s can be read again: watching and rescanning it", watch.root)
+        elif watch.observer is not None and self._denied_back(watch):
+            log.info("%s: an unreadable directory can be read again: re-watching", watch.root)
+        else:
+            return False
+        await self._stop(watch)
+        await self._start(watch)
+        self.changes.rescan(watch.root)
+        return True
+
+    def _denied_back(self, watch: _Watch) -> bool:
+        for directory in list(watch.denied):
+            if not os.path.lexists(directory):
+                watch.denied.discard(directory)
+            elif _unreadable(directory) is None:
+                return True
+        return False
+
+    def _set_blocked(self, watch: _Watch, rh: RootHealth) -> None:
+        detail = (
+            f"cannot read the root directory: {watch.blocked}; serving what was indexed "
+            "before, and checking again every second"
+        )
+        self._set(rh, "error", detail)
+        log.warning("%s: %s", watch.root, detail)
 
     async def _check_live(self, watch: _Watch, rh: RootHealth, now: float) -> None:
         if watch.observer is not None:
@@ -334,6 +406,10 @@ class Watcher:
 
     def _on_limit(self, watch: _Watch, exc: OSError) -> None:
         watch.limit = exc
+
+    def _on_denied(self, watch: _Watch, path: bytes) -> None:
+        if len(watch.denied) < DENIED_CAP:
+            watch.denied.add(os.fsdecode(path))
 
     def _on_event(self, root: str, event: FileSystemEvent) -> None:
         """In the observer's thread: filter, queue, nothing else."""
@@ -400,6 +476,19 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def _unreadable(path: str) -> str | None:
+    """Why directory ``path`` cannot be listed, or None (also when it does not exist)."""
+    if os.access(path, os.R_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return None
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return os.strerror(errno.EACCES)
 
 
 def _read_limit(name: str) -> str:
