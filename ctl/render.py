@@ -53,7 +53,9 @@ def status(reply: StatusReply) -> str:
     for issue in reply.recent_errors[:5]:
         lines.append(f"  {issue.path}: {issue.reason}")
     if reply.index_recovered:
-        lines.append(f"index was rebuilt at startup: {reply.index_recovered}")
+        lines.append(f"index was rebuilt: {reply.index_recovered}")
+    if reply.index_error:
+        lines.append(f"INDEX NOT WRITABLE, answers may be out of date: {reply.index_error}")
     lines.append("roots:")
     for root in reply.roots:
         detail = f"  ({root.detail})" if root.detail else ""

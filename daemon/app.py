@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from typing import Final
 
@@ -47,6 +48,8 @@ log = logging.getLogger("kbindexd")
 
 DRAIN_SECONDS: Final = 5.0
 STATUS_RECOUNT_SECONDS: Final = 30.0
+INDEX_ERROR_RETRY_SECONDS: Final = 5.0
+"""How soon a scan retries after a write to the index failed (disk full)."""
 
 
 async def run(
@@ -100,6 +103,7 @@ async def _serve(
         service = Service(
             settings, store, roots, indexer, health, tg, changes=changes, watcher=watcher
         )
+        indexer.on_damage = service.index_damaged
         server = Server(service.handle, settings.socket_path, inherited=inherited)
         await tg.start(server.serve)
         # Ready once the socket is served: search works while the first scan runs.
@@ -119,6 +123,7 @@ async def _serve(
         await tg.start(watcher.run)
         tg.start_soon(Reconciler(indexer, roots, changes, health).run)
         tg.start_soon(_rescan_forever, indexer, lambda: service.settings.scan_interval_seconds)
+        tg.start_soon(_retry_unwritable, indexer)
 
 
 async def _rescan_forever(indexer: Indexer, interval_of: Callable[[], float]) -> None:
@@ -131,6 +136,16 @@ async def _rescan_forever(indexer: Indexer, interval_of: Callable[[], float]) ->
             # tries again at the next interval.
             log.exception("scan failed; retrying in %.0f s", interval)
         await anyio.sleep(interval)
+
+
+async def _retry_unwritable(indexer: Indexer) -> None:
+    """While the index cannot be written (a full disk), rescan every few seconds:
+    the changes wait in the files, and the index catches up once there is room."""
+    while True:
+        await anyio.sleep(INDEX_ERROR_RETRY_SECONDS)
+        if indexer.health.index_error:
+            with suppress(Exception):  # logged by the indexer; status shows it
+                await indexer.refresh()
 
 
 async def _signals(tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier) -> None:

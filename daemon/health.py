@@ -74,6 +74,8 @@ class Health:
     """How many changes wait in the watcher's queue (set by the composition root)."""
     applying: int = 0
     """Changes taken from the queue and not yet in the index."""
+    index_error: str = ""
+    """Why the last write to the index failed (disk full, I/O error); "" once one works."""
 
     @property
     def scanning(self) -> bool:
@@ -115,6 +117,7 @@ class Health:
             pending=self.pending,
             watch=self.watch_state(),
             lag_seconds=self.lag().max_seconds,
+            index_error=self.index_error,
         )
 
 

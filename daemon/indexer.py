@@ -12,6 +12,7 @@ nothing.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.scanner import Seen, Walk, walk
-from kbindex.daemon.store import Store, Update
+from kbindex.daemon.store import Store, Update, is_damage, is_full
 from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
@@ -57,9 +58,30 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
+        self.on_damage: Callable[[str], None] = _ignore
+        """Called when a write finds the database damaged (set by the composition root)."""
 
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
-        return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._writer)
+        try:
+            result = await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._writer)
+        except sqlite3.DatabaseError as exc:
+            # The batch was rolled back: the files keep their old index metadata, so
+            # the next refresh reads them again. Status says why until a write works.
+            if is_damage(exc):
+                self.on_damage(str(exc))
+            elif is_full(exc) or getattr(exc, "sqlite_errorname", "").startswith("SQLITE_IOERR"):
+                self.health.index_error = f"cannot write the index: {exc}"
+                log.error("cannot write the index: %s; serving what it holds", exc)
+            raise
+        if self.health.index_error:
+            log.info("index writes work again")
+            self.health.index_error = ""
+        return result
+
+    async def rebuild(self, reason: str) -> None:
+        """Replace a damaged database with an empty one (the next refresh fills it)."""
+        async with self._job:
+            await anyio.to_thread.run_sync(self.store.rebuild, reason, limiter=self._writer)
 
     async def refresh(
         self,
@@ -75,6 +97,12 @@ class Indexer:
             self.health.progress = progress
             try:
                 outcome = await self._refresh(scope, full, on_progress, started)
+            except ExceptionGroup as group:
+                # The read-ahead task group wraps a failed write (a full disk): callers
+                # see the error itself, so the service can name it.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
             finally:
                 self.health.progress = None
             if scope is None:
@@ -236,6 +264,10 @@ class Indexer:
     def resolve_scope(self, paths: Sequence[str]) -> list[Located]:
         """Client-given paths to refresh, each resolved inside a root (raises OutsideRoots)."""
         return [self.roots.resolve(p) for p in paths]
+
+
+def _ignore(reason: str) -> None:
+    pass
 
 
 def _batches(items: list[Seen]) -> list[list[Seen]]:

@@ -14,6 +14,7 @@ from typing import Final
 
 from kbindex.daemon import passages
 from kbindex.daemon.query import BadQuery, Compiled
+from kbindex.daemon.store import is_damage
 from kbindex.proto.messages import FileInfo, Hit
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
@@ -115,6 +116,8 @@ class _Query:
                     [match, *params],
                 ).fetchone()[0]
         except sqlite3.OperationalError as exc:
+            if is_damage(exc):
+                raise  # the service rebuilds the index; not the query's fault
             message = str(exc)
             if "interrupted" in message:
                 raise BadQuery("the query took too long; make it more specific") from None
@@ -142,12 +145,19 @@ def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[Fi
     cond, params = path_condition(glob or "*")
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
-    rows = conn.execute(
-        f"SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns {base}"
-        " ORDER BY f.root, f.relpath LIMIT ?",
-        [*params, limit],
-    ).fetchall()
-    total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+    try:
+        rows = conn.execute(
+            f"SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns {base}"
+            " ORDER BY f.root, f.relpath LIMIT ?",
+            [*params, limit],
+        ).fetchall()
+        total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if is_damage(exc):
+            raise
+        if "interrupted" in str(exc):
+            raise BadQuery("listing the files took too long; narrow the glob") from None
+        raise BadQuery(f"bad glob: {exc}") from None
     files = [
         FileInfo(path=p, root=r, relpath=rel, size=s, last_modified=m / 1e9)
         for p, r, rel, s, m in rows

@@ -11,7 +11,6 @@ import logging
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable
-from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -26,7 +25,7 @@ from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
-from kbindex.daemon.store import Store
+from kbindex.daemon.store import Store, is_damage
 from kbindex.daemon.watcher import Watcher
 from kbindex.proto.messages import (
     MAX_LIMIT,
@@ -89,6 +88,14 @@ class VersionMismatch(Exception):
     """The client speaks another protocol version."""
 
 
+class IndexRebuilding(Exception):
+    """A read found the database damaged; it is being rebuilt from the files."""
+
+
+class IndexUnwritable(Exception):
+    """A write to the index failed for want of space (or an I/O error)."""
+
+
 ERROR_CODES: Final[dict[type[Exception], str]] = {
     InvalidArgument: ErrorCode.INVALID_ARGUMENT,
     InvalidPath: ErrorCode.INVALID_ARGUMENT,
@@ -97,6 +104,8 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     searcher.NotIndexed: ErrorCode.NOT_FOUND,
     VersionMismatch: ErrorCode.VERSION_MISMATCH,
     ConfigError: ErrorCode.CONFIG_ERROR,
+    IndexRebuilding: ErrorCode.INDEX_REBUILDING,
+    IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
 }
 
 
@@ -131,15 +140,55 @@ class Service:
         self.watcher = watcher
         self._readers = anyio.CapacityLimiter(READERS)
         self._roots_lock = anyio.Lock()
+        self._rebuilding = False
+        self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
             with self.store.reader() as conn:
                 return fn(conn, *args)
 
-        return await anyio.to_thread.run_sync(run, limiter=self._readers)
+        try:
+            return await anyio.to_thread.run_sync(run, limiter=self._readers)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            self.index_damaged(str(exc))
+            raise IndexRebuilding(
+                "the index was found damaged and is being rebuilt from the files;"
+                " try again in a moment"
+            ) from None
+
+    def index_damaged(self, reason: str) -> None:
+        """Rebuild the index in the background, once, after a read or write found the
+        database damaged. Trigger: corruption that the startup check cannot see (a
+        damaged page of text). Why not exit: a restart would find the same file, and
+        the daemon keeps serving status and answers while the rebuild runs."""
+        if not self._rebuilding:
+            self._rebuilding = True
+            self.background.start_soon(self._rebuild, reason)
+
+    async def _rebuild(self, reason: str) -> None:
+        try:
+            await self.indexer.rebuild(reason)
+            await self.indexer.refresh()
+        except Exception:
+            log.exception("rebuilding the index failed; the next scan tries again")
+        finally:
+            self._rebuilding = False
 
     async def handle(self, request: Request, emit: Emit) -> Reply:
+        try:
+            return await self._dispatch(request, emit)
+        except sqlite3.OperationalError:
+            if not self.health.index_error:
+                raise
+            raise IndexUnwritable(
+                f"{self.health.index_error}; free space where the index lives"
+                f" ({self.settings.state_dir}): kbindexd catches up by itself"
+            ) from None
+
+    async def _dispatch(self, request: Request, emit: Emit) -> Reply:
         match request:
             case Hello():
                 return self.hello(request)
@@ -196,6 +245,7 @@ class Service:
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
             index_recovered=self.store.recovered,
+            index_error=self.health.index_error,
             watch=health.watch_state(),
             pending=health.pending,
             last_event_at=health.last_event_at,
@@ -236,10 +286,29 @@ class Service:
             freshness=self.health.freshness(),
         )
 
+    async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
+        # Trigger: a client sending Refresh(wait=False) in a loop. Why: each would queue
+        # its own refresh behind the indexer's lock; one running and one waiting per
+        # scope already covers every change made before the request.
+        key = (None if scope is None else tuple(str(s.path) for s in scope), full)
+        if self._queued.get(key, 0) >= 2:
+            return
+        self._queued[key] = self._queued.get(key, 0) + 1
+        try:
+            await self.indexer.refresh(scope, full=full)
+        except Exception:
+            # The background task group is the daemon's: a failure here (a full disk)
+            # must not take it down. Status shows the error; the next scan retries.
+            log.exception("refresh failed")
+        finally:
+            self._queued[key] -= 1
+            if not self._queued[key]:
+                del self._queued[key]
+
     async def refresh(self, request: Refresh, emit: Emit) -> RefreshReply:
         scope = self.indexer.resolve_scope(request.paths) if request.paths else None
         if not request.wait:
-            self.background.start_soon(partial(self.indexer.refresh, scope, full=request.full))
+            self.background.start_soon(self._refresh_in_background, scope, request.full)
             return RefreshReply(queued=True)
 
         async def on_progress(p: ScanProgress) -> None:
@@ -343,7 +412,8 @@ class Service:
         if self.changes is not None:
             self.changes.rescan(str(root))
         else:
-            self.background.start_soon(self.indexer.refresh, [Located(root, root, "")])
+            whole = [Located(root, root, "")]
+            self.background.start_soon(self._refresh_in_background, whole, False)
 
     def _check_new_root(self, raw: str) -> Path:
         """Validated like the roots in the settings, plus: not inside the state directory."""

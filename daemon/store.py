@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION: Final = 2
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
+KEPT_COPIES: Final = 3
 
 _SCHEMA_V1: Final = f"""
 CREATE TABLE files(
@@ -82,6 +83,27 @@ class IndexUnusable(Exception):
     """The database file is corrupt or from a newer version."""
 
 
+_DAMAGE_CODES: Final = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether an error from SQLite means the database file itself is damaged (as
+    opposed to a bad query, a busy lock or a full disk)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    if getattr(exc, "sqlite_errorname", "") in _DAMAGE_CODES:
+        return True
+    # Text whose bytes were damaged: raised by the sqlite3 module while decoding.
+    return "Could not decode to UTF-8" in str(exc)
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether an error from SQLite means the disk (or its quota) is full."""
+    return isinstance(exc, sqlite3.DatabaseError) and (
+        getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Known:
     id: int
@@ -97,6 +119,21 @@ _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 
 def _under(prefix: str) -> tuple[str, str, str]:
     return (prefix, prefix + "/", prefix + "0")
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction. Trigger: SQLite ends a transaction itself on some
+    errors (a full disk); Why: a ROLLBACK then fails and would hide the real error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
@@ -116,6 +153,8 @@ class Store:
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._generation = 0
+        """Bumped by ``rebuild``: a reader of an older file is closed, not pooled."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -144,7 +183,11 @@ class Store:
                     f"schema version {version} is newer than this kbindexd ({SCHEMA_VERSION})"
                 )
             self._migrate(conn, version)
-            conn.execute("SELECT count(*) FROM files").fetchone()
+            # quick_check checks structure, not text: a damaged byte inside a path
+            # would fail every status request later. Decoding them all now is cheap
+            # (about 50 ms per 100,000 files).
+            for _ in conn.execute("SELECT path, root, relpath, skip_detail FROM files"):
+                pass
         except sqlite3.DatabaseError as exc:
             raise IndexUnusable(str(exc)) from None
         return conn
@@ -164,21 +207,55 @@ class Store:
 
     def _move_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{os.getpid()}")
         for suffix in ("", "-wal", "-shm"):
             src = Path(f"{self.db_path}{suffix}")
             if src.exists():
                 os.replace(src, Path(f"{kept}{suffix}"))
+        self._prune_kept()
         return kept
 
-    def close(self) -> None:
-        # Readers first: only the last connection to close may checkpoint, and a
-        # read-only one cannot, which would leave the WAL holding the data.
+    def _prune_kept(self) -> None:
+        """Keep the newest KEPT_COPIES damaged files: a disk that keeps corrupting the
+        index must not also fill up with copies of it."""
+        copies: dict[str, list[Path]] = {}
+        for path in self.db_path.parent.glob(f"{self.db_path.name}.corrupt-*"):
+            base = path.name.removesuffix("-wal").removesuffix("-shm")
+            copies.setdefault(base, []).append(path)
+        newest_first = sorted(
+            copies.values(), key=lambda ps: max(p.stat().st_mtime_ns for p in ps), reverse=True
+        )
+        for paths in newest_first[KEPT_COPIES:]:
+            for path in paths:
+                with suppress(OSError):
+                    path.unlink()
+
+    def rebuild(self, reason: str) -> Path:
+        """Replace a database found damaged while running with an empty one; the old
+        file is kept aside. Call with no write in progress (the indexer's lock)."""
+        self._generation += 1
+        self._close_readers()
+        if self._writer is not None:
+            with suppress(sqlite3.Error):
+                self._writer.close()
+            self._writer = None
+        kept = self._move_aside()
+        self.recovered = f"{reason}; the old file was kept as {kept}"
+        log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
+        self._writer = self._open_checked()
+        return kept
+
+    def _close_readers(self) -> None:
         while True:
             try:
                 self._readers.get_nowait().close()
             except queue.Empty:
                 break
+
+    def close(self) -> None:
+        # Readers first: only the last connection to close may checkpoint, and a
+        # read-only one cannot, which would leave the WAL holding the data.
+        self._close_readers()
         if self._writer is not None:
             with suppress(sqlite3.Error):
                 self._writer.execute("PRAGMA optimize")
@@ -195,6 +272,7 @@ class Store:
     @contextmanager
     def reader(self) -> Iterator[sqlite3.Connection]:
         """A read-only connection from the pool, returned to it afterwards."""
+        generation = self._generation
         try:
             conn = self._readers.get_nowait()
         except queue.Empty:
@@ -203,7 +281,10 @@ class Store:
             yield conn
         finally:
             conn.set_progress_handler(None, 0)
-            self._readers.put(conn)
+            if generation == self._generation:
+                self._readers.put(conn)
+            else:
+                conn.close()
 
     # ------------------------------------------------------------ writer side
 
@@ -231,8 +312,7 @@ class Store:
         if old == new:
             return 0
         conn = self.writer
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(conn):
             rows = conn.execute(
                 f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
             ).fetchall()
@@ -254,33 +334,23 @@ class Store:
                     # searches for a file's name): re-indexed from the stored text, never
                     # from the file. Skipped files have no document.
                     documents.rename_doc(conn, file_id, moved[cut:])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return len(rows)
 
     def remove_root(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(conn):
             ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
             for (file_id,) in ids:
                 documents.delete_doc(conn, file_id)
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return int(removed)
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
         """Write one batch in one transaction."""
         conn = self.writer
         now = time.time()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(conn):
             for path in deletes:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
@@ -319,10 +389,6 @@ class Store:
                 if isinstance(outcome, Loaded):
                     assert file_id is not None  # set by the INSERT (lastrowid) or the row
                     documents.insert_doc(conn, file_id, seen.relpath, outcome)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def indexed_count(self) -> int:
         with self.reader() as conn:

@@ -102,6 +102,8 @@ def _freshness_text(fresh: Freshness | None) -> str:
         text += f"; {fresh.pending} file change(s) not indexed yet"
     if fresh.scanning or fresh.pending:
         text += ", results may lag"
+    if fresh.index_error:
+        text += f"; the index cannot be written ({fresh.index_error}), results may be out of date"
     return text
 
 
@@ -216,6 +218,7 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
             "socket": reply.socket_path,
         },
         "index_recovered": reply.index_recovered,
+        "index_error": reply.index_error,
     }
     took = f", took {reply.last_scan_seconds:.1f} s" if reply.last_scan_seconds is not None else ""
     lines = [
@@ -236,6 +239,10 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
         lines.extend(f"- {e['path']}: {e['reason']}" for e in errors)
     if reply.index_recovered:
         lines.append(f"The index was rebuilt after corruption: {reply.index_recovered}")
+    if reply.index_error:
+        lines.append(
+            f"The index cannot be written, answers may be out of date: {reply.index_error}"
+        )
     return structured, _clip("\n".join(lines), BUDGET)
 
 

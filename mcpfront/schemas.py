@@ -174,6 +174,7 @@ STATS: Final = types.Tool(
                 }
             ),
             "index_recovered": {"type": "string"},
+            "index_error": {"type": "string"},
         },
         required=["indexed_files", "total_documents", "index_size_mb", "roots"],
     ),
