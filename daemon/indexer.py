@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 BATCH_FILES: Final = 500
 BATCH_BYTES: Final = 32 << 20
+WARNED_CAP: Final = 10_000
 
 ProgressCallback = Callable[[ScanProgress], Awaitable[None]]
 T = TypeVar("T")
@@ -58,6 +59,7 @@ class Indexer:
         self.max_file_bytes = max_file_bytes
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
+        self._warned: set[tuple[str, str]] = set()
         self.on_damage: Callable[[str], None] = _ignore
         """Called when a write finds the database damaged (set by the composition root)."""
 
@@ -257,7 +259,13 @@ class Indexer:
                 textfile.SkipReason.UNDECODABLE,
             ):
                 self.health.error(seen.path, f"{outcome.reason}: {outcome.detail}")
-                log.warning("skipping %s: %s (%s)", seen.path, outcome.reason, outcome.detail)
+                # Unreadable files are retried at every scan: warn once per cause.
+                key = (seen.path, outcome.detail)
+                level = logging.DEBUG if key in self._warned else logging.WARNING
+                if len(self._warned) >= WARNED_CAP:
+                    self._warned.clear()
+                self._warned.add(key)
+                log.log(level, "skipping %s: %s (%s)", seen.path, outcome.reason, outcome.detail)
             updates.append((seen, outcome))
         return updates, vanished
 

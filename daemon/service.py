@@ -331,7 +331,7 @@ class Service:
         if state is None or state[0] is not None:
             why = "it is not indexed" if state is None else f"it was skipped ({state[0]})"
             raise searcher.NotIndexed(f"cannot read {located.relpath}: {why}")
-        loaded = await anyio.to_thread.run_sync(self._load, str(located.path))
+        loaded = await anyio.to_thread.run_sync(self._load, str(located.path), str(located.root))
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
         )
@@ -344,11 +344,13 @@ class Service:
             truncated=truncated,
         )
 
-    def _load(self, path: str) -> textfile.Loaded:
+    def _load(self, path: str, root: str) -> textfile.Loaded:
         try:
-            outcome = textfile.load(path, self.settings.max_file_bytes)
+            outcome = textfile.load(path, self.settings.max_file_bytes, within=root)
         except textfile.Vanished:
             raise searcher.NotIndexed(f"{path} no longer exists") from None
+        except textfile.Escaped:
+            raise OutsideRoots(f"{path} now leads outside its root (a symlink)") from None
         if isinstance(outcome, textfile.Skipped):
             raise searcher.NotIndexed(f"cannot read {path}: {outcome.reason} ({outcome.detail})")
         return outcome
@@ -375,8 +377,17 @@ class Service:
             return WhyReply(path=str(path), indexed=False, reason=shown)
         state = await self._read(searcher.file_state, str(path))
         if state is None:
-            if not path.exists():
-                why = "does not exist"
+            try:
+                path.lstat()
+                missing = ""
+            except FileNotFoundError:
+                missing = "does not exist"
+            except OSError as exc:
+                missing = (
+                    f"cannot be looked at: {exc.strerror} (a directory above it is unreadable)"
+                )
+            if missing:
+                why = missing
             elif self.changes is not None and self.changes.is_pending(str(located.root), str(path)):
                 why = "not indexed yet: a change to it is queued and will be indexed shortly"
             else:

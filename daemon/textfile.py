@@ -107,7 +107,24 @@ def _unreadable(exc: OSError, size: int) -> Skipped:
     return Skipped(SkipReason.UNREADABLE, exc.strerror or str(exc), size, RETRY_MTIME_NS)
 
 
-def load(path: str, max_bytes: int) -> Loaded | Skipped:
+class Escaped(Exception):
+    """The file opened is not inside the directory it had to be in: a directory of its
+    path was swapped for a symlink between the check and the open."""
+
+
+def _check_within(fd: int, within: str) -> None:
+    # Trigger: read_file resolves a path inside a root, then opens it; O_NOFOLLOW
+    # guards only the last component. Why: the kernel's own name for the open file
+    # shows where it really is. Linux only; elsewhere the earlier check stands.
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return
+    if real != within and not real.startswith(within.rstrip("/") + "/"):
+        raise Escaped(real)
+
+
+def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipped:
     """Read ``path`` as text. Raises Vanished if it no longer exists.
 
     ``path`` may be a display path (``display_path``) of a file whose name is not valid
@@ -149,6 +166,8 @@ def load(path: str, max_bytes: int) -> Loaded | Skipped:
     except OSError as exc:
         return _unreadable(exc, st.st_size)
     try:
+        if within is not None:
+            _check_within(fd, within)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return _not_regular(st)

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, write
+from kbindex.daemon import textfile
 from kbindex.proto.client import Client, DaemonError
 from kbindex.proto.messages import ReadFileReply, WhyReply
 
@@ -192,3 +193,20 @@ async def test_pathological_queries_are_refused_or_bounded(guarded: Daemon) -> N
                 await c.ping()
         reply = await c.search("inside")
         assert [h.relpath for h in reply.hits] == ["doc.md"]
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_caught_at_open(
+    tmp_path: Path,
+) -> None:
+    """read_file checks the path, then opens it; O_NOFOLLOW guards only the last
+    component. If a directory on the way became a symlink out of the root in between,
+    the open itself must notice (the kernel's name for the open file)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write(outside / "secret.md", "secret\n")
+    root.mkdir()
+    (root / "sub").symlink_to(outside)  # as if swapped in after the check
+    with pytest.raises(textfile.Escaped):
+        textfile.load(str(root / "sub" / "secret.md"), 1 << 20, within=str(root))
+    write(root / "real" / "ok.md", "fine\n")
+    loaded = textfile.load(str(root / "real" / "ok.md"), 1 << 20, within=str(root))
+    assert isinstance(loaded, textfile.Loaded) and loaded.text == "fine\n"
