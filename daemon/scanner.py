@@ -10,7 +10,7 @@ opened: textfile.load decides by ``lstat``.
 
 A name that is not valid UTF-8 cannot be stored as SQLite text or sent to a client, so
 the file is listed under its display path (the bad bytes shown as ``\\xNN``, see
-``textfile.display_path``) and the walk remembers which real path that stands for.
+``textfile.display_path``; ``textfile.real_path`` maps it back).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbindex.daemon.ignore import Chain, IgnoreRules
-from kbindex.daemon.textfile import display_path, remember_escaped
+from kbindex.daemon.textfile import display_path
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +119,14 @@ def _seen_file(
     if rules.ignored_file(name, path, chain) is not None:
         return None
     shown = display_path(path)
-    if shown is not path:  # display_path returns a valid name itself
-        if os.path.lexists(shown):
-            log.warning(
-                "skipping %r: its name is not valid UTF-8 and its escaped form names another file",
-                shown,
-            )
-            return None
-        remember_escaped(shown, path)
+    # display_path returns a valid name itself; a file really named like the escaped
+    # form wins over the one whose name needed escaping.
+    if shown is not path and os.path.lexists(shown):
+        log.warning(
+            "skipping %r: its name is not valid UTF-8 and its escaped form names another file",
+            shown,
+        )
+        return None
     # FIFOs, sockets and devices are listed with size 0 and recorded as skipped by
     # textfile.load, which never opens them.
     size = st.st_size if stat.S_ISREG(st.st_mode) else 0

@@ -57,11 +57,7 @@ open files, an I/O error): it matches no file on disk, so the next scan or event
 again. Why: fixing the cause (``chmod``, closing files) does not change the file's own
 mtime, and a skip recorded with the real mtime would stay until the file is edited."""
 
-ESCAPED_NAMES_CAP: Final = 100_000
-escaped_names: dict[str, str] = {}
-"""Display path -> real path, for files whose names are not valid UTF-8 (see
-``display_path``). Filled by the walk, read by ``load``; plain dict operations, safe
-between threads."""
+_ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
 
 
 def display_path(path: str) -> str:
@@ -74,10 +70,14 @@ def display_path(path: str) -> str:
     return path
 
 
-def remember_escaped(display: str, real: str) -> None:
-    if len(escaped_names) >= ESCAPED_NAMES_CAP:
-        escaped_names.clear()  # the next walk fills it again
-    escaped_names[display] = real
+def real_path(display: str) -> str:
+    """The inverse of ``display_path``: each ``\\xNN`` (NN from 80 to ff, the bytes
+    that can be invalid UTF-8) back to the byte, as Python's surrogate escape holds it.
+    Why no table from display names to real ones: the mapping is a pure function, so
+    every component (scan, read, a client's read_file) agrees without shared state."""
+    if "\\x" not in display:
+        return display
+    return _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), display)
 
 
 _KINDS: Final = (
@@ -137,8 +137,8 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
     try:
         st = os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
-        real = escaped_names.get(path)
-        if real is None:
+        real = real_path(path)
+        if real == path:
             raise Vanished(path) from None
         path = real
         try:
