@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 BATCH_FILES: Final = 500
 BATCH_BYTES: Final = 32 << 20
 WARNED_CAP: Final = 10_000
+CHECKPOINT_AFTER_FILES: Final = 1000
+"""A refresh that wrote this many files empties the WAL when it ends."""
 
 ProgressCallback = Callable[[ScanProgress], Awaitable[None]]
 T = TypeVar("T")
@@ -201,6 +203,8 @@ class Indexer:
                 self.health.progress = progress
                 if on_progress is not None:
                     await on_progress(progress)
+        if total + len(removed) >= CHECKPOINT_AFTER_FILES:
+            await self._write(self.store.checkpoint)
         outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, seen, changed, removed, outcome.seconds)
         return outcome

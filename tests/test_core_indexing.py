@@ -186,3 +186,16 @@ async def test_changes_while_stopped_appear_after_restart(make_daemon: MakeDaemo
     await d.start()
     assert await d.search_paths("vanishing") == []
     assert sorted(await d.search_paths("offline")) == ["keep.md", "new.md"]
+
+
+async def test_a_large_refresh_leaves_no_large_wal_behind(make_daemon: MakeDaemon) -> None:
+    """The write-ahead log is emptied after a refresh that wrote many files, so the
+    disk space comes back and the reported index size counts the index once."""
+    d = make_daemon()
+    d.extra_args = ["--watch", "off"]
+    for i in range(1200):
+        write(d.root / f"d{i % 30}" / f"n{i}.md", f"note {i} " + "filler words here " * 200)
+    await d.start()
+    wal = Path(f"{d.db_path}-wal")
+    assert d.db_path.stat().st_size > 4 << 20
+    assert not wal.exists() or wal.stat().st_size < 1 << 20, wal.stat().st_size
