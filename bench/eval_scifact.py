@@ -1,0 +1,236 @@
+"""Search quality on BEIR SciFact (train split), through a real kbindexd.
+
+Writes the corpus as one Markdown file per document (``<doc_id>.md``: the title as a
+``# `` heading, then the text) into a temporary folder outside the repository, starts
+kbindexd on it with its own state directory and socket under /tmp, waits for the first
+scan, then sends every train query as the ordinary Search request a client sends
+(mode ``auto``, limit 100). Hits map back to document ids by file name. Prints
+nDCG@10 and Recall@100 (BEIR definitions; a query with no hits counts as 0), search
+latency through the socket, full-index time and index size per table.
+
+    .venv/bin/python bench/eval_scifact.py
+    .venv/bin/python bench/eval_scifact.py --mode any --json /tmp/scifact.json
+    .venv/bin/python bench/eval_scifact.py --index-only /tmp/stdlib   # size and time only
+
+The dataset is read from /work/shared/datasets/scifact and never copied into the repo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from kbindex.proto.client import Client, ClientError
+
+DATASET = Path("/work/shared/datasets/scifact")
+KBINDEXD = [sys.executable, "-m", "kbindex.daemon.app"]
+
+
+# ------------------------------------------------------------------ dataset
+
+
+def write_corpus(dataset: Path, into: Path) -> int:
+    """One ``<doc_id>.md`` per corpus line; returns the number of documents."""
+    into.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with (dataset / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            title = " ".join(doc.get("title", "").split())
+            head = f"# {title}\n\n" if title else ""
+            (into / f"{doc['_id']}.md").write_text(head + doc["text"] + "\n", encoding="utf-8")
+            n += 1
+    return n
+
+
+def read_queries(dataset: Path, split: str) -> dict[str, str]:
+    queries: dict[str, str] = {}
+    with (dataset / f"queries-{split}.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            q = json.loads(line)
+            queries[q["_id"]] = q["text"]
+    return queries
+
+
+def read_qrels(dataset: Path, split: str) -> dict[str, dict[str, int]]:
+    """query id -> {doc id: grade}; the file has a header line and CRLF endings."""
+    qrels: dict[str, dict[str, int]] = {}
+    lines = (dataset / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()
+    for line in lines[1:]:
+        fields = line.split()
+        if len(fields) == 3 and int(fields[2]) > 0:
+            qrels.setdefault(fields[0], {})[fields[1]] = int(fields[2])
+    return qrels
+
+
+# ------------------------------------------------------------------ metrics
+
+
+def ndcg_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    dcg = sum(relevant.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
+    ideal = sorted(relevant.values(), reverse=True)[:k]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
+    return len(set(ranked[:k]) & relevant.keys()) / len(relevant) if relevant else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# ------------------------------------------------------------------ daemon
+
+
+def table_sizes(db_path: Path) -> dict[str, int]:
+    """Bytes per table (FTS5 shadow tables grouped under their table), after a checkpoint."""
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    sizes: dict[str, int] = {}
+    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+        sizes[name] = int(size)
+    conn.close()
+    return {"file": db_path.stat().st_size, **dict(sorted(sizes.items(), key=lambda kv: -kv[1]))}
+
+
+@contextmanager
+def running_daemon(root: Path, work: Path, extra: list[str]) -> Iterator[tuple[Path, float]]:
+    """kbindexd on ``root``; yields (socket, spawn time) and stops it (SIGTERM) after."""
+    state, sock = work / "state", work / "kb.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+    env["XDG_CONFIG_HOME"] = str(work / "config")  # no user config file
+    cmd = [*KBINDEXD, str(root), "--state-dir", str(state), "--socket", str(sock)]
+    cmd += ["--scan-interval", "86400", "--log-level", "warning", *extra]
+    with (work / "kbindexd.log").open("ab") as log:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env)
+    try:
+        yield sock, started
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def wait_first_scan(sock: Path, started: float, within: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            async with Client.connect(sock, client_name="eval_scifact") as c:
+                st = await c.status()
+                if st.last_scan_at is not None and not st.scanning:
+                    return {
+                        "wall_s": round(time.perf_counter() - started, 2),
+                        "scan_s": round(st.last_scan_seconds or 0.0, 2),
+                        "indexed_files": st.indexed_files,
+                    }
+        except ClientError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no first scan within {within:.0f} s")
+        await anyio.sleep(0.1)
+
+
+async def run_queries(
+    sock: Path, queries: dict[str, str], mode: str, limit: int
+) -> tuple[dict[str, list[str]], list[float]]:
+    ranked: dict[str, list[str]] = {}
+    times: list[float] = []
+    async with Client.connect(sock, client_name="eval_scifact") as c:
+        for qid, text in queries.items():
+            t = time.perf_counter()
+            reply = await c.search(text, limit=limit, mode=mode)
+            times.append((time.perf_counter() - t) * 1000)
+            ranked[qid] = [Path(h.relpath).stem for h in reply.hits]
+    return ranked, times
+
+
+# ------------------------------------------------------------------ main
+
+
+async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if args.index_only:
+        root, extra = args.index_only, ["--include-ext", "*"]
+    else:
+        root, extra = work / "corpus", []
+        out["documents"] = write_corpus(args.dataset, root)
+    with running_daemon(root, work, extra) as (sock, started):
+        out["index"] = await wait_first_scan(sock, started, args.timeout)
+        if not args.index_only:
+            queries = read_queries(args.dataset, args.split)
+            qrels = read_qrels(args.dataset, args.split)
+            queries = {q: t for q, t in queries.items() if q in qrels}
+            ranked, times = await run_queries(sock, queries, args.mode, args.limit)
+            out["queries"] = len(queries)
+            out["ndcg@10"] = round(
+                statistics.fmean(ndcg_at(ranked[q], qrels[q], 10) for q in queries), 4
+            )
+            out["recall@100"] = round(
+                statistics.fmean(recall_at(ranked[q], qrels[q], 100) for q in queries), 4
+            )
+            out["no_hits"] = sum(1 for q in queries if not ranked[q])
+            out["latency_ms"] = {
+                "p50": round(percentile(times, 0.50), 2),
+                "p99": round(percentile(times, 0.99), 2),
+                "max": round(max(times), 2),
+            }
+    out["tables"] = table_sizes(work / "state" / "index.sqlite3")
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--dataset", type=Path, default=DATASET)
+    p.add_argument("--split", default="train")
+    p.add_argument("--mode", default="auto", choices=("auto", "all", "any", "raw"))
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds for the first scan")
+    p.add_argument(
+        "--index-only",
+        metavar="DIR",
+        type=lambda d: Path(d).resolve(),
+        help="index DIR (every text file), no queries",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kbeval-", dir="/tmp"))
+    try:
+        out = anyio.run(evaluate, args, work)
+    finally:
+        if args.keep:
+            print(f"work folder kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    mb = {k: round(v / 1e6, 2) for k, v in out.pop("tables").items()}
+    out["index_mb"] = {k: v for k, v in mb.items() if v >= 0.01}
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
