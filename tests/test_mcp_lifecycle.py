@@ -155,12 +155,17 @@ async def test_exits_when_its_parent_dies(daemon: Daemon) -> None:
             os.kill(child_pid, signal.SIGKILL)
 
 
-async def test_twenty_front_ends_at_once(daemon: Daemon) -> None:
+async def test_twenty_front_ends_at_once_survive_a_daemon_restart(daemon: Daemon) -> None:
+    """20 front ends, each connected to the daemon: correct answers for each, then the
+    daemon restarts under all of them, and every one answers its next call."""
     count = 20
     for n in range(count):
         write(daemon.root / f"animal{n:02}.md", f"# Animal {n}\n\nuniqueword{n} lives here\n")
     await daemon.refresh()
     answers: dict[int, tuple[list[str], str]] = {}
+    after: dict[int, list[str]] = {}
+    first_round = anyio.Semaphore(0)
+    restarted = anyio.Event()
 
     async def one(n: int) -> None:
         async with mcp_stdio(daemon.socket) as client:
@@ -169,12 +174,22 @@ async def test_twenty_front_ends_at_once(daemon: Daemon) -> None:
                 await client.call_tool("read_file", {"path": f"animal{n:02}.md", "start_line": 3})
             )
             answers[n] = ([r["relpath"] for r in found["results"]], read["text"])
+            first_round.release()
+            await restarted.wait()
+            again = structured(await client.call_tool("search", {"query": f"uniqueword{n}"}))
+            after[n] = [r["relpath"] for r in again["results"]]
 
-    with anyio.fail_after(50):
+    with anyio.fail_after(80):
         async with anyio.create_task_group() as tg:
             for n in range(count):
                 tg.start_soon(one, n)
+            for _ in range(count):
+                await first_round.acquire()
+            daemon.stop()
+            await daemon.start()
+            restarted.set()
     assert answers == {n: ([f"animal{n:02}.md"], f"uniqueword{n} lives here") for n in range(count)}
+    assert after == {n: [f"animal{n:02}.md"] for n in range(count)}
 
 
 async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon) -> None:
