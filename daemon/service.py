@@ -142,6 +142,7 @@ class Service:
         self._roots_lock = anyio.Lock()
         self._rebuilding = False
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
+        self._counted: tuple[int, searcher.Counts] | None = None
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
@@ -224,8 +225,17 @@ class Service:
             version=PROTOCOL_VERSION, server=f"kbindexd {VERSION}", capabilities=CAPABILITIES
         )
 
+    async def _counts(self) -> searcher.Counts:
+        """The index's counts, recounted only after a write. Trigger: a status request
+        scans the files table (10 ms at 20,000 files) and clients poll it. Why this
+        key: any commit may change a count, and nothing else can."""
+        writes = self.store.writes
+        if self._counted is None or self._counted[0] != writes:
+            self._counted = (writes, await self._read(searcher.counts))
+        return self._counted[1]
+
     async def status(self) -> StatusReply:
-        counts = await self._read(searcher.counts)
+        counts = await self._counts()
         health = self.health
         return StatusReply(
             version=VERSION,
@@ -500,7 +510,7 @@ class Service:
                 f" (note: this daemon took its roots from the {self.settings.roots_source}, "
                 "which override the config file's roots at the next start)"
             )
-        counts = await self._read(searcher.counts)
+        counts = await self._counts()
         return RootsReply(
             roots=self._root_statuses(counts.per_root), message=message, config_path=str(config)
         )

@@ -122,21 +122,6 @@ def _under(prefix: str) -> tuple[str, str, str]:
     return (prefix, prefix + "/", prefix + "0")
 
 
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction. Trigger: SQLite ends a transaction itself on some
-    errors (a full disk); Why: a ROLLBACK then fails and would hide the real error."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
-
-
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
     if readonly:
         conn = sqlite3.connect(
@@ -155,6 +140,9 @@ class Store:
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._generation = 0
+        self.writes = 0
+        """Committed write transactions (and rebuilds): what was counted from the index
+        stays true until this changes."""
         """Bumped by ``rebuild``: a reader of an older file is closed, not pooled."""
 
     # ------------------------------------------------------------ lifecycle
@@ -235,6 +223,22 @@ class Store:
                 with suppress(OSError):
                     path.unlink()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction. Trigger: SQLite ends a transaction itself on some
+        errors (a full disk); Why: a ROLLBACK then fails and would hide the real error."""
+        conn = self.writer
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
+        self.writes += 1
+
     def rebuild(self, reason: str) -> Path:
         """Replace a database found damaged while running with an empty one; the old
         file is kept aside. Call with no write in progress (the indexer's lock)."""
@@ -245,6 +249,7 @@ class Store:
                 self._writer.close()
             self._writer = None
         kept = self._move_aside()
+        self.writes += 1
         self.recovered = f"{reason}; the old file was kept as {kept}"
         log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
         self._writer = self._open_checked()
@@ -324,7 +329,7 @@ class Store:
         if old == new:
             return 0
         conn = self.writer
-        with _transaction(conn):
+        with self._transaction():
             rows = conn.execute(
                 f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
             ).fetchall()
@@ -351,7 +356,7 @@ class Store:
     def remove_root(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
-        with _transaction(conn):
+        with self._transaction():
             ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
             for (file_id,) in ids:
                 documents.delete_doc(conn, file_id)
@@ -362,7 +367,7 @@ class Store:
         """Write one batch in one transaction."""
         conn = self.writer
         now = time.time()
-        with _transaction(conn):
+        with self._transaction():
             for path in deletes:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
