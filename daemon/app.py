@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable
 from contextlib import suppress
@@ -168,7 +169,12 @@ async def _reloads(service: Service, reread: Callable[[], Settings], notifier: N
             except SettingsError as exc:
                 log.error("reload refused, keeping the running configuration: %s", exc)
             else:
-                log.info("%s", await service.reload(new))
+                try:
+                    log.info("%s", await service.reload(new))
+                except Exception:
+                    # A reload that fails halfway (a write to a full disk) must not
+                    # take the daemon down; the next reload or scan completes it.
+                    log.exception("reload failed")
             notifier.ready()
 
 
@@ -199,8 +205,11 @@ async def _report_status(notifier: Notifier, health: Health, store: Store) -> No
         elif health.last_scan_at is None:
             text = "first scan starting"
         elif health.last_scan_at != counted_scan or now >= recount_at:
-            files = await anyio.to_thread.run_sync(store.indexed_count)
-            text = f"idle, {files:,} files"
+            try:
+                files = await anyio.to_thread.run_sync(store.indexed_count)
+            except sqlite3.Error:
+                files = None  # damaged or being rebuilt: searches report and repair it
+            text = f"idle, {files:,} files" if files is not None else "idle"
             counted_scan, recount_at = health.last_scan_at, now + STATUS_RECOUNT_SECONDS
         if text != last:
             notifier.status(text)

@@ -26,7 +26,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.scanner import Seen, Walk, walk
-from kbindex.daemon.store import Store, Update, is_damage, is_full
+from kbindex.daemon.store import Store, Update, is_damage, is_unwritable
 from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
@@ -73,14 +73,19 @@ class Indexer:
             # the next refresh reads them again. Status says why until a write works.
             if is_damage(exc):
                 self.on_damage(str(exc))
-            elif is_full(exc) or getattr(exc, "sqlite_errorname", "").startswith("SQLITE_IOERR"):
+            elif is_unwritable(exc):
                 self.health.index_error = f"cannot write the index: {exc}"
                 log.error("cannot write the index: %s; serving what it holds", exc)
             raise
+        return result
+
+    def _writable(self) -> None:
+        """A refresh or a move finished without a write error: the index is writable
+        (also when there was nothing left to write, as after the user freed space by
+        deleting the very file that did not fit)."""
         if self.health.index_error:
             log.info("index writes work again")
             self.health.index_error = ""
-        return result
 
     async def rebuild(self, reason: str) -> None:
         """Replace a damaged database with an empty one (the next refresh fills it)."""
@@ -109,6 +114,7 @@ class Indexer:
                 raise
             finally:
                 self.health.progress = None
+            self._writable()
             if scope is None:
                 self.health.last_scan_at = time.time()
                 self.health.last_scan_seconds = outcome.seconds
@@ -154,7 +160,7 @@ class Indexer:
                 root_health.detail = "root directory does not exist" if result.root_missing else ""
                 root_health.last_scan_at = time.time()
         prefixes = None if scope is None else [str(t.path) for t in targets]
-        known = await anyio.to_thread.run_sync(self.store.known, prefixes, limiter=self._writer)
+        known = await self._write(self.store.known, prefixes)
         changed = [
             s
             for path, s in seen.items()
@@ -241,6 +247,7 @@ class Indexer:
             moved = await self._write(
                 self.store.move, str(src.path), str(dest.path), str(dest.root)
             )
+            self._writable()
             self.health.files_moved += moved
             return moved
 

@@ -11,6 +11,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -25,7 +26,7 @@ from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
-from kbindex.daemon.store import Store, is_damage
+from kbindex.daemon.store import Store, is_damage, is_unwritable
 from kbindex.daemon.watcher import Watcher
 from kbindex.proto.messages import (
     MAX_LIMIT,
@@ -75,6 +76,10 @@ CAPABILITIES: Final = [
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
 READERS: Final = 8
+REBUILD_RETRY_MAX_SECONDS: Final = 60.0
+REBUILDING: Final = (
+    "the index was found damaged and is being rebuilt from the files; try again in a moment"
+)
 
 T = TypeVar("T")
 Emit = Callable[[Reply], Awaitable[None]]
@@ -149,16 +154,16 @@ class Service:
             with self.store.reader() as conn:
                 return fn(conn, *args)
 
+        generation = self.store.generation
         try:
             return await anyio.to_thread.run_sync(run, limiter=self._readers)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
-            self.index_damaged(str(exc))
-            raise IndexRebuilding(
-                "the index was found damaged and is being rebuilt from the files;"
-                " try again in a moment"
-            ) from None
+            # A read of the file a rebuild just replaced says nothing about the new one.
+            if generation == self.store.generation:
+                self.index_damaged(str(exc))
+            raise IndexRebuilding(REBUILDING) from None
 
     def index_damaged(self, reason: str) -> None:
         """Rebuild the index in the background, once, after a read or write found the
@@ -170,22 +175,38 @@ class Service:
             self.background.start_soon(self._rebuild, reason)
 
     async def _rebuild(self, reason: str) -> None:
+        # Until a new database is open, nothing can be written: retry with backoff
+        # (a full disk can make the new file fail too) and say why in status.
+        delay = 1.0
         try:
-            await self.indexer.rebuild(reason)
+            while True:
+                try:
+                    await self.indexer.rebuild(reason)
+                    break
+                except Exception as exc:
+                    self.health.index_error = f"cannot rebuild the damaged index: {exc}"
+                    log.exception("rebuilding the index failed; retrying in %.0f s", delay)
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, REBUILD_RETRY_MAX_SECONDS)
+            self.health.index_error = ""
             await self.indexer.refresh()
         except Exception:
-            log.exception("rebuilding the index failed; the next scan tries again")
+            log.exception("refilling the rebuilt index failed; the next scan continues")
         finally:
             self._rebuilding = False
 
     async def handle(self, request: Request, emit: Emit) -> Reply:
         try:
             return await self._dispatch(request, emit)
-        except sqlite3.OperationalError:
-            if not self.health.index_error:
+        except sqlite3.DatabaseError as exc:
+            # Met by a write (a refresh the client waits for, a root added): the
+            # indexer has already scheduled the rebuild or recorded the error.
+            if is_damage(exc):
+                raise IndexRebuilding(REBUILDING) from None
+            if not is_unwritable(exc):
                 raise
             raise IndexUnwritable(
-                f"{self.health.index_error}; free space where the index lives"
+                f"cannot write the index ({exc}); check the disk where it lives"
                 f" ({self.settings.state_dir}): kbindexd catches up by itself"
             ) from None
 
@@ -322,7 +343,9 @@ class Service:
             return RefreshReply(queued=True)
 
         async def on_progress(p: ScanProgress) -> None:
-            await emit(Progress(phase=p.phase, done=p.done, total=p.total))
+            # A client that leaves during the refresh must not cut it short.
+            with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await emit(Progress(phase=p.phase, done=p.done, total=p.total))
 
         outcome = await self.indexer.refresh(scope, full=request.full, on_progress=on_progress)
         return RefreshReply(
@@ -388,7 +411,7 @@ class Service:
         state = await self._read(searcher.file_state, str(path))
         if state is None:
             try:
-                path.lstat()
+                os.lstat(textfile.real_path(str(path)))
                 missing = ""
             except FileNotFoundError:
                 missing = "does not exist"

@@ -84,7 +84,8 @@ class IndexUnusable(Exception):
     """The database file is corrupt or from a newer version."""
 
 
-_DAMAGE_CODES: Final = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+_DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""Prefixes: damage inside an FTS5 table is SQLITE_CORRUPT_VTAB."""
 
 
 def is_damage(exc: BaseException) -> bool:
@@ -92,16 +93,18 @@ def is_damage(exc: BaseException) -> bool:
     opposed to a bad query, a busy lock or a full disk)."""
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
-    if getattr(exc, "sqlite_errorname", "") in _DAMAGE_CODES:
+    if str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES):
         return True
     # Text whose bytes were damaged: raised by the sqlite3 module while decoding.
     return "Could not decode to UTF-8" in str(exc)
 
 
-def is_full(exc: BaseException) -> bool:
-    """Whether an error from SQLite means the disk (or its quota) is full."""
-    return isinstance(exc, sqlite3.DatabaseError) and (
-        getattr(exc, "sqlite_errorname", "") == "SQLITE_FULL"
+def is_unwritable(exc: BaseException) -> bool:
+    """Whether an error from SQLite means the index cannot be written for now: a full
+    disk (or quota), an I/O error."""
+    name = str(getattr(exc, "sqlite_errorname", ""))
+    return isinstance(exc, sqlite3.DatabaseError) and name.startswith(
+        ("SQLITE_FULL", "SQLITE_IOERR")
     )
 
 
@@ -138,12 +141,12 @@ class Store:
         self.db_path = db_path
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
-        self._readers: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
-        self._generation = 0
+        self._readers: queue.SimpleQueue[tuple[int, sqlite3.Connection]] = queue.SimpleQueue()
+        self.generation = 0
+        """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
         self.writes = 0
         """Committed write transactions (and rebuilds): what was counted from the index
         stays true until this changes."""
-        """Bumped by ``rebuild``: a reader of an older file is closed, not pooled."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -242,7 +245,7 @@ class Store:
     def rebuild(self, reason: str) -> Path:
         """Replace a database found damaged while running with an empty one; the old
         file is kept aside. Call with no write in progress (the indexer's lock)."""
-        self._generation += 1
+        self.generation += 1
         self._close_readers()
         if self._writer is not None:
             with suppress(sqlite3.Error):
@@ -265,7 +268,7 @@ class Store:
     def _close_readers(self) -> None:
         while True:
             try:
-                self._readers.get_nowait().close()
+                self._readers.get_nowait()[1].close()
             except queue.Empty:
                 break
 
@@ -289,17 +292,24 @@ class Store:
     @contextmanager
     def reader(self) -> Iterator[sqlite3.Connection]:
         """A read-only connection from the pool, returned to it afterwards."""
-        generation = self._generation
-        try:
-            conn = self._readers.get_nowait()
-        except queue.Empty:
-            conn = _connect(self.db_path, readonly=True)
+        # Each connection carries the generation of the file it opened: one that a
+        # rebuild made stale is closed whether it is taken or given back.
+        while True:
+            try:
+                generation, conn = self._readers.get_nowait()
+            except queue.Empty:
+                generation = self.generation
+                conn = _connect(self.db_path, readonly=True)
+                break
+            if generation == self.generation:
+                break
+            conn.close()
         try:
             yield conn
         finally:
             conn.set_progress_handler(None, 0)
-            if generation == self._generation:
-                self._readers.put(conn)
+            if generation == self.generation:
+                self._readers.put((generation, conn))
             else:
                 conn.close()
 

@@ -66,6 +66,18 @@ def _daemon_error(exc: DaemonError, subject: str | None) -> str:
             return f"The kbindex daemon rejected an argument: {detail}."
         case ErrorCode.PERMISSION_DENIED:
             return f"kbindex may not read {what} (permission denied: {detail})."
+        case ErrorCode.INDEX_REBUILDING:
+            return (
+                "The kbindex index was found damaged and is being rebuilt from the files; "
+                "retry in a few seconds (get_index_stats shows progress)."
+            )
+        case ErrorCode.INDEX_UNWRITABLE:
+            return (
+                f"kbindex cannot update its index right now ({detail}); searches still "
+                "answer from what it holds. Tell the user to free disk space."
+            )
+        case ErrorCode.BUSY:
+            return "The kbindex daemon has too many connections busy; retry in a moment."
         case ErrorCode.SHUTTING_DOWN:
             return (
                 "The kbindex daemon is shutting down; retry in a few seconds once it has restarted."

@@ -138,10 +138,15 @@ class Client:
                 channel = self._pending.get(reply.id)
                 if channel is not None:
                     await channel.send(reply)
+                elif isinstance(reply, ErrorReply) and reply.id == 0:
+                    # About the connection, not a request (busy, permission denied, a
+                    # frame refused): it closes next, and this is why.
+                    cause = DaemonError(reply.code, reply.message)
         except (framing.IncompleteFrame, framing.FrameTooLarge, msgspec.DecodeError) as exc:
             cause = ConnectionLost(f"bad reply from kbindexd: {exc}")
         except OSError as exc:
-            cause = ConnectionLost(f"connection to kbindexd lost: {exc}")
+            if not isinstance(cause, DaemonError):
+                cause = ConnectionLost(f"connection to kbindexd lost: {exc}")
         self._closed = cause
         for channel in list(self._pending.values()):
             channel.send_nowait(cause)

@@ -195,17 +195,22 @@ async def test_connection_from_other_uid_is_refused(daemon: Daemon) -> None:
 
     os.chmod(daemon.socket.parent, 0o755)
     os.chmod(daemon.socket, 0o777)
+    # The client library itself must surface the refusal (sent before any request,
+    # with id 0) as the daemon's error, not as a lost connection.
     child = (
-        "import os, socket, struct, msgspec\n"
-        "from kbindex.proto.messages import AnyReply\n"
+        "import asyncio, os, anyio, anyio._backends._asyncio  # before setuid: /root is private\n"
+        "from pathlib import Path\n"
+        "from kbindex.proto.client import Client, DaemonError\n"
         "os.setgid(65534); os.setuid(65534)\n"
-        "s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(%r)\n"
-        "data = b''\n"
-        "while True:\n"
-        "    chunk = s.recv(65536)\n"
-        "    if not chunk: break\n"
-        "    data += chunk\n"
-        "print(msgspec.msgpack.decode(data[4:], type=AnyReply).code)\n"
+        "async def main():\n"
+        "    try:\n"
+        "        async with Client.connect(Path(%r)) as c:\n"
+        "            await c.ping()\n"
+        "    except DaemonError as exc:\n"
+        "        print(exc.code)\n"
+        "    except Exception as exc:\n"
+        "        print(type(exc).__name__, exc)\n"
+        "anyio.run(main)\n"
     ).replace("%r", repr(str(daemon.socket)))
     r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=30)
     assert r.stdout.strip() == "permission_denied", r.stderr

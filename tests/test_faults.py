@@ -242,29 +242,43 @@ async def test_unwritable_state_dir_fails_fast_with_a_clear_message(
         d.state_dir.chmod(0o700)
 
 
-async def test_damage_found_while_serving_rebuilds_in_the_background(
-    make_daemon: MakeDaemon,
-) -> None:
-    """Text pages damaged in a way the startup check cannot see (structure intact,
-    bytes of stored text changed): the first read that meets them gets a clear
-    'being rebuilt' error, the daemon rebuilds from the files, and answers again."""
-    d = make_daemon()
-    churn = Churn(d.root, 9)
-    churn.create(40)
-    await d.start()
-    assert d.stop() == 0
-    conn = sqlite3.connect(d.db_path)
+def _damage_text_pages(db: Path) -> None:
+    conn = sqlite3.connect(db)
     pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'docs_content'")]
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     conn.close()
-    data = bytearray(d.db_path.read_bytes())
+    data = bytearray(db.read_bytes())
     for page in pages:
         body = data[(page - 1) * page_size : page * page_size]
         # Damage stored words, not the b-tree: every 'w1' in the page's text
         # becomes an invalid UTF-8 byte pair.
         body = body.replace(b" w1", b" \xff\xfe")
         data[(page - 1) * page_size : page * page_size] = body
-    d.db_path.write_bytes(bytes(data))
+    db.write_bytes(bytes(data))
+
+
+def _damage_index_segments(db: Path) -> None:
+    # The inverted index's blocks, rewritten with noise of the same length: the
+    # b-tree stays valid (quick_check says ok), FTS5 reports SQLITE_CORRUPT_VTAB.
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE docs_data SET block = randomblob(length(block)) WHERE id > 10")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("damage", [_damage_text_pages, _damage_index_segments])
+async def test_damage_found_while_serving_rebuilds_in_the_background(
+    make_daemon: MakeDaemon, damage: Callable[[Path], None]
+) -> None:
+    """Damage the startup check cannot see (structure intact; bytes of stored text, or
+    the full-text index's own blocks, changed): the first read that meets it gets a
+    clear 'being rebuilt' error, the daemon rebuilds from the files, answers again."""
+    d = make_daemon()
+    churn = Churn(d.root, 9)
+    churn.create(40)
+    await d.start()
+    assert d.stop() == 0
+    damage(d.db_path)
     await d.start()
 
     async def answered() -> bool:
@@ -323,7 +337,7 @@ async def test_disk_full_keeps_serving_and_catches_up_when_space_returns(
             async for _ in c.refresh_wait():
                 pass
         assert failed.value.code == "index_unwritable", failed.value
-        assert "free space" in str(failed.value)
+        assert "disk is full" in str(failed.value) and "catches up" in str(failed.value)
         status = await c.status()
         assert "full" in status.index_error, status.index_error
         # What the index holds is still served, and the answer says it may be behind.
