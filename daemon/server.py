@@ -8,7 +8,8 @@ argument. Only a frame too large to read, or one not completed within the frame
 timeout, ends the connection (after the reply), since the stream cannot be
 resynchronised without reading the announced body.
 
-Resources a client can pin are bounded: a partial frame for ``frame_timeout`` seconds,
+Resources a client can pin are bounded: a partial frame for ``frame_timeout`` seconds
+(and a reply it does not take, as long),
 requests in flight per connection (MAX_IN_FLIGHT), and connections (below the open-file
 limit). When the connection limit is reached, or accept() fails for want of file
 descriptors, the connection idle longest (silent ones first) is closed to make room;
@@ -280,7 +281,15 @@ class Server:
         async def send(reply: Reply) -> None:
             body = _encoder.encode(reply)
             async with lock:
-                await framing.write_frame(stream, body)
+                try:
+                    with anyio.fail_after(self.frame_timeout):
+                        await framing.write_frame(stream, body)
+                except TimeoutError:
+                    # Trigger: a client that sends requests and never reads the
+                    # replies. Why close: its requests stay in flight and its
+                    # connection could never be closed to make room, nor drained.
+                    conn.scope.cancel()
+                    raise anyio.BrokenResourceError from None
 
         async def send_last(reply: Reply) -> None:
             # The connection closes after this: a peer that does not read it anyway

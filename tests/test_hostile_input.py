@@ -520,3 +520,44 @@ async def test_abandoned_connections_beyond_the_fd_limit_do_not_crash_or_lock_ou
     async with d.client() as c:
         await c.ping()
     assert_alive(d)
+
+
+async def test_a_client_that_never_reads_its_replies_is_closed(
+    make_daemon: MakeDaemon,
+) -> None:
+    """Requests for large replies sent and never read: once the socket's buffers are
+    full, a reply waits at most the frame timeout, then the connection is closed (its
+    requests no longer pin the daemon), while a client connected all along is served."""
+    d = make_daemon()
+    write(d.root / "big.md", "a line of text that takes some room\n" * 5000)  # ~180 KB
+    await start_with(d, frame_timeout=FRAME_TIMEOUT)
+    await d.refresh()
+    hog = Raw(d.socket)
+    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for rid in range(1, 33):
+        hog.send({"op": "read_file", "id": rid, "path": "big.md"})
+    async with d.client() as good:
+        with anyio.fail_after(GOOD_DEADLINE):
+            await good.ping()
+        await anyio.sleep(FRAME_TIMEOUT + 1)
+        with anyio.fail_after(GOOD_DEADLINE):
+            assert (await good.status()).indexed_files == 1
+    # 32 replies of 180 KB: far more than the buffers hold. The daemon closed the
+    # connection before sending them all.
+    hog.sock.settimeout(REPLY_DEADLINE)
+    data = b""
+    try:
+        while chunk := hog.sock.recv(1 << 20):
+            data += chunk
+    except TimeoutError:
+        pytest.fail("the connection of a client that never reads was not closed")
+    finally:
+        hog.sock.close()
+    whole, pos = 0, 0
+    while pos + 4 <= len(data) and pos + 4 + struct.unpack(">I", data[pos : pos + 4])[0] <= len(
+        data
+    ):
+        pos += 4 + struct.unpack(">I", data[pos : pos + 4])[0]
+        whole += 1
+    assert whole < 32, f"all {whole} replies were sent: never closed"
+    assert_alive(d)
