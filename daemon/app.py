@@ -38,6 +38,7 @@ from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.instance import AlreadyRunning, Instance, UnsafeDirectory
 from kbindex.daemon.notify import Notifier, watchdog_loop
 from kbindex.daemon.reconciler import Reconciler
+from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.server import Server
 from kbindex.daemon.service import Service
@@ -101,10 +102,19 @@ async def _serve(
         poll_seconds=settings.poll_interval_seconds,
     )
     async with anyio.create_task_group() as tg:
+        recovery = Recovery(indexer, health, tg)
+        indexer.on_damage = recovery.damaged
         service = Service(
-            settings, store, roots, indexer, health, tg, changes=changes, watcher=watcher
+            settings,
+            store,
+            roots,
+            indexer,
+            health,
+            tg,
+            recovery,
+            changes=changes,
+            watcher=watcher,
         )
-        indexer.on_damage = service.index_damaged
         server = Server(service.handle, settings.socket_path, inherited=inherited)
         await tg.start(server.serve)
         # Ready once the socket is served: search works while the first scan runs.

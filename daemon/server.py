@@ -56,6 +56,7 @@ RESERVED_FDS: Final = 64
 being read): the connection limit is at most the open-file limit minus these."""
 FRAME_TIMEOUT_SECONDS: Final = 10.0
 """Seconds a frame may take to arrive once its first byte has (KBINDEX_FRAME_TIMEOUT)."""
+LINGER_SECONDS: Final = 1.0
 FD_WARNING_SECONDS: Final = 10.0
 """At most one warning this often while connections cannot be accepted."""
 _OUT_OF_FDS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -145,6 +146,17 @@ class _Connection:
         if self.reader is None or self.reader.idle_since is None or self.in_flight:
             return None
         return (self.spoken, self.reader.idle_since)
+
+
+async def _linger(stream: SocketStream) -> None:
+    """Half-close, then read and drop what the peer still sends, for at most a second.
+    Trigger: closing a socket with unread input resets it, and the peer may lose the
+    error reply already on its way (seen: a refused client saw "connection lost", not
+    ``permission_denied``). Why: a lingering close lets the reply arrive first."""
+    with contextlib.suppress(Exception), anyio.move_on_after(LINGER_SECONDS):
+        await stream.send_eof()
+        while True:
+            await stream.receive(65536)
 
 
 class Server:
@@ -296,6 +308,7 @@ class Server:
             # must not keep it open.
             with anyio.move_on_after(1):
                 await send(reply)
+            await _linger(stream)
 
         uid = peer_uid(stream)
         if uid is not None and uid not in (os.getuid(), 0):
@@ -305,6 +318,7 @@ class Server:
                     message="connections from other users are refused",
                 )
             )
+            await _linger(stream)
             return
         reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
         conn.reader = reader

@@ -24,6 +24,7 @@ from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
+from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
 from kbindex.daemon.store import Store, is_damage, is_unwritable
@@ -76,10 +77,6 @@ CAPABILITIES: Final = [
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
 READERS: Final = 8
-REBUILD_RETRY_MAX_SECONDS: Final = 60.0
-REBUILDING: Final = (
-    "the index was found damaged and is being rebuilt from the files; try again in a moment"
-)
 
 T = TypeVar("T")
 Emit = Callable[[Reply], Awaitable[None]]
@@ -91,10 +88,6 @@ class InvalidArgument(Exception):
 
 class VersionMismatch(Exception):
     """The client speaks another protocol version."""
-
-
-class IndexRebuilding(Exception):
-    """A read found the database damaged; it is being rebuilt from the files."""
 
 
 class IndexUnwritable(Exception):
@@ -131,6 +124,7 @@ class Service:
         indexer: Indexer,
         health: Health,
         background: TaskGroup,
+        recovery: Recovery,
         *,
         changes: Changes | None = None,
         watcher: Watcher | None = None,
@@ -141,11 +135,11 @@ class Service:
         self.indexer = indexer
         self.health = health
         self.background = background
+        self.recovery = recovery
         self.changes = changes
         self.watcher = watcher
         self._readers = anyio.CapacityLimiter(READERS)
         self._roots_lock = anyio.Lock()
-        self._rebuilding = False
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
 
@@ -162,38 +156,8 @@ class Service:
                 raise
             # A read of the file a rebuild just replaced says nothing about the new one.
             if generation == self.store.generation:
-                self.index_damaged(str(exc))
+                self.recovery.damaged(str(exc))
             raise IndexRebuilding(REBUILDING) from None
-
-    def index_damaged(self, reason: str) -> None:
-        """Rebuild the index in the background, once, after a read or write found the
-        database damaged. Trigger: corruption that the startup check cannot see (a
-        damaged page of text). Why not exit: a restart would find the same file, and
-        the daemon keeps serving status and answers while the rebuild runs."""
-        if not self._rebuilding:
-            self._rebuilding = True
-            self.background.start_soon(self._rebuild, reason)
-
-    async def _rebuild(self, reason: str) -> None:
-        # Until a new database is open, nothing can be written: retry with backoff
-        # (a full disk can make the new file fail too) and say why in status.
-        delay = 1.0
-        try:
-            while True:
-                try:
-                    await self.indexer.rebuild(reason)
-                    break
-                except Exception as exc:
-                    self.health.index_error = f"cannot rebuild the damaged index: {exc}"
-                    log.exception("rebuilding the index failed; retrying in %.0f s", delay)
-                    await anyio.sleep(delay)
-                    delay = min(delay * 2, REBUILD_RETRY_MAX_SECONDS)
-            self.health.index_error = ""
-            await self.indexer.refresh()
-        except Exception:
-            log.exception("refilling the rebuilt index failed; the next scan continues")
-        finally:
-            self._rebuilding = False
 
     async def handle(self, request: Request, emit: Emit) -> Reply:
         try:

@@ -1,0 +1,68 @@
+"""Keeping the index usable when its database turns out to be damaged while running.
+
+The startup check (``Store.open``) catches a database that cannot be opened, fails
+``PRAGMA quick_check`` or holds paths that do not decode. Some damage only shows when
+a query meets it: a page of stored text with damaged bytes, a block of the full-text
+index (``SQLITE_CORRUPT_VTAB``). Then a read (``Service``) or a write (``Indexer``)
+reports it here, and the index is rebuilt in the background, once, from the files.
+
+Why not exit and let systemd restart: the restart would find the same file, pass the
+same startup check and fail the same way, a crash loop. Meanwhile the daemon keeps
+serving: status works, and reads that meet the damage get ``index_rebuilding``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import anyio
+from anyio.abc import TaskGroup
+from kbindex.daemon.health import Health
+from kbindex.daemon.indexer import Indexer
+
+log = logging.getLogger(__name__)
+
+RETRY_MAX_SECONDS: Final = 60.0
+REBUILDING: Final = (
+    "the index was found damaged and is being rebuilt from the files; try again in a moment"
+)
+
+
+class IndexRebuilding(Exception):
+    """A read or write found the database damaged; it is being rebuilt from the files."""
+
+
+class Recovery:
+    def __init__(self, indexer: Indexer, health: Health, background: TaskGroup) -> None:
+        self.indexer = indexer
+        self.health = health
+        self.background = background
+        self.rebuilding = False
+
+    def damaged(self, reason: str) -> None:
+        """Start the rebuild, unless one is already under way."""
+        if not self.rebuilding:
+            self.rebuilding = True
+            self.background.start_soon(self._rebuild, reason)
+
+    async def _rebuild(self, reason: str) -> None:
+        # Until a new database is open, nothing can be written: retry with backoff
+        # (a full disk can make the new file fail too) and say why in status.
+        delay = 1.0
+        try:
+            while True:
+                try:
+                    await self.indexer.rebuild(reason)
+                    break
+                except Exception as exc:
+                    self.health.index_error = f"cannot rebuild the damaged index: {exc}"
+                    log.exception("rebuilding the index failed; retrying in %.0f s", delay)
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_SECONDS)
+            self.health.index_error = ""
+            await self.indexer.refresh()
+        except Exception:
+            log.exception("refilling the rebuilt index failed; the next scan continues")
+        finally:
+            self.rebuilding = False
