@@ -23,7 +23,7 @@ import socket
 import sqlite3
 import sys
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from functools import partial
 from typing import Final
 
@@ -63,10 +63,19 @@ async def run(
     """Run the daemon until a signal stops it. ``reread`` resolves the settings again
     (from the same flags, environment and file) when SIGHUP asks for a reload."""
     notifier = notifier or Notifier.from_environ()
-    with Instance(settings.socket_path, settings.state_dir, owns_socket=inherited is None):
+    with ExitStack() as stack:
         store = Store(settings.db_path)
         notifier.status("opening the index")
-        await anyio.to_thread.run_sync(store.open)
+        try:
+            stack.enter_context(
+                Instance(settings.socket_path, settings.state_dir, owns_socket=inherited is None)
+            )
+            await anyio.to_thread.run_sync(store.open)
+        except PermissionError as exc:
+            raise StateDirUnusable(
+                f"cannot use the state directory {settings.state_dir}: {exc.strerror}"
+                f" ({exc.filename}); fix its permissions or choose another with --state-dir"
+            ) from None
         try:
             await _serve(settings, store, notifier, inherited, reread)
         finally:
@@ -235,6 +244,10 @@ def _configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
 
 
+class StateDirUnusable(Exception):
+    """The state directory (index, locks) cannot be written by this user."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kbindexd",
@@ -262,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
+    except StateDirUnusable as exc:
+        log.error("%s", exc)
+        return 2  # a restart would not help: not retried by the unit
     except KeyboardInterrupt:
         return 130
     finally:

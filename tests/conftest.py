@@ -200,3 +200,36 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout: float = 15) -> int:
         time.sleep(0.02)
     assert proc.poll() is not None, "process did not exit in time"
     return proc.returncode
+
+
+# Runs before the daemon: as root, drop the capabilities that bypass file modes (and
+# optionally lower the open-file limit), then exec the real command.
+LAUNCHER = """
+import ctypes, os, resource, sys
+nofile = int(sys.argv[1])
+if nofile:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+if os.geteuid() == 0:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+class ModeBoundDaemon(Daemon):
+    """A daemon subject to file modes even when the tests run as root."""
+
+    nofile = 0
+
+    def command(self, *extra: str) -> list[str]:
+        return [sys.executable, "-c", LAUNCHER, str(self.nofile), *super().command(*extra)]
+
+
+def mode_bound(make_daemon: MakeDaemon, *roots: Path, nofile: int = 0) -> ModeBoundDaemon:
+    d = make_daemon(*roots)
+    d.__class__ = ModeBoundDaemon
+    assert isinstance(d, ModeBoundDaemon)
+    d.nofile = nofile
+    return d

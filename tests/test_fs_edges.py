@@ -19,7 +19,6 @@ import os
 import resource
 import socket
 import stat
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,43 +26,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Daemon, MakeDaemon, wait_for, write
+from conftest import Daemon, MakeDaemon, mode_bound, wait_for, write
 from kbindex.proto.client import Client
 from watch_helpers import settled, until_paths, until_status
 
 pytestmark = pytest.mark.anyio
-
-# Runs before the daemon: as root, drop the capabilities that bypass file modes (and
-# optionally lower the open-file limit), then exec the real command.
-LAUNCHER = """
-import ctypes, os, resource, sys
-nofile = int(sys.argv[1])
-if nofile:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-if os.geteuid() == 0:
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-os.execv(sys.argv[2], sys.argv[2:])
-"""
-
-
-class ModeBoundDaemon(Daemon):
-    """A daemon subject to file modes even when the tests run as root."""
-
-    nofile = 0
-
-    def command(self, *extra: str) -> list[str]:
-        return [sys.executable, "-c", LAUNCHER, str(self.nofile), *super().command(*extra)]
-
-
-def mode_bound(make_daemon: MakeDaemon, *roots: Path, nofile: int = 0) -> ModeBoundDaemon:
-    d = make_daemon(*roots)
-    d.__class__ = ModeBoundDaemon
-    assert isinstance(d, ModeBoundDaemon)
-    d.nofile = nofile
-    return d
 
 
 @contextmanager
