@@ -124,7 +124,12 @@ async def _serve(
             changes=changes,
             watcher=watcher,
         )
-        server = Server(service.handle, settings.socket_path, inherited=inherited)
+        server = Server(
+            service.handle,
+            settings.socket_path,
+            inherited=inherited,
+            frame_timeout=settings.frame_timeout_seconds,
+        )
         await tg.start(server.serve)
         # Ready once the socket is served: search works while the first scan runs.
         notifier.ready(f"serving {len(roots.paths)} root(s); first scan running")

@@ -54,8 +54,6 @@ MAX_CONNECTIONS: Final = 1000
 RESERVED_FDS: Final = 64
 """File descriptors kept for everything but connections (the index, the watcher, files
 being read): the connection limit is at most the open-file limit minus these."""
-FRAME_TIMEOUT_SECONDS: Final = 10.0
-"""Seconds a frame may take to arrive once its first byte has (KBINDEX_FRAME_TIMEOUT)."""
 LINGER_SECONDS: Final = 1.0
 FD_WARNING_SECONDS: Final = 10.0
 """At most one warning this often while connections cannot be accepted."""
@@ -109,15 +107,6 @@ def peer_uid(stream: SocketStream) -> int | None:
     return int(uid)
 
 
-def frame_timeout_setting() -> float:
-    raw = os.environ.get("KBINDEX_FRAME_TIMEOUT", "")
-    try:
-        value = float(raw)
-    except ValueError:
-        return FRAME_TIMEOUT_SECONDS
-    return value if value > 0 else FRAME_TIMEOUT_SECONDS
-
-
 def connection_limit() -> int:
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
@@ -161,14 +150,21 @@ async def _linger(stream: SocketStream) -> None:
 
 class Server:
     def __init__(
-        self, handler: Handler, socket_path: Path, inherited: socket.socket | None = None
+        self,
+        handler: Handler,
+        socket_path: Path,
+        inherited: socket.socket | None = None,
+        *,
+        frame_timeout: float = 10.0,
     ) -> None:
         self.handler = handler
         self.socket_path = socket_path
         self.inherited = inherited
         self.connections = 0
         self.in_flight = 0
-        self.frame_timeout = frame_timeout_setting()
+        self.frame_timeout = frame_timeout
+        """Seconds a frame may take to arrive once its first byte has, and a reply to
+        be taken (settings: ``frame_timeout_seconds``)."""
         self.max_connections = connection_limit()
         self.evicted = 0
         self._open: set[_Connection] = set()

@@ -36,6 +36,7 @@ KNOWN_KEYS = frozenset(
         "exclude_globs",
         "watch",
         "poll_interval_seconds",
+        "frame_timeout_seconds",
         "root",
     }
 )
@@ -82,6 +83,8 @@ class Settings:
     """Gitignore-style patterns excluded in every root."""
     watch: str = "auto"
     poll_interval_seconds: float = 3.0
+    frame_timeout_seconds: float = 10.0
+    """How long a client may take to send a frame it has begun, or to take a reply."""
     root_options: tuple[RootOptions, ...] = ()
     roots_source: str = "config"
     """Where ``roots`` came from: ``arguments``, ``environment`` or ``config``."""
@@ -138,6 +141,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "off: only the periodic scan",
     )
     parser.add_argument("--poll-interval", type=float, metavar="SECONDS")
+    parser.add_argument(
+        "--frame-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection that takes longer to send a frame or take a reply",
+    )
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -216,6 +225,12 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         3.0,
         minimum=0.2,
     )
+    frame_timeout = _number(
+        pick(args.frame_timeout, "KBINDEX_FRAME_TIMEOUT", "frame_timeout_seconds"),
+        "frame_timeout_seconds",
+        10.0,
+        minimum=0.1,
+    )
     root_options = _root_options(
         file_values.get("root"), base, roots if roots_source == "config" else None
     )
@@ -234,6 +249,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         exclude_globs=exclude_globs,
         watch=watch,
         poll_interval_seconds=poll_interval,
+        frame_timeout_seconds=frame_timeout,
         root_options=root_options,
         roots_source=roots_source,
     )

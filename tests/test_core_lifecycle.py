@@ -58,6 +58,7 @@ def test_runtime_dir_default_socket(tmp_path: Path) -> None:
         ('roots = ["{root}"]\nscan_interval_seconds = "soon"', "scan_interval_seconds"),
         ('roots = ["{root}"]\nscan_interval_seconds = 0', "at least"),
         ('roots = ["{root}"]\nmax_file_size_mb = -1', "max_file_size_mb"),
+        ('roots = ["{root}"]\nframe_timeout_seconds = 0', "frame_timeout_seconds"),
         ('roots = ["{root}"]\nincluded_extensions = 5', "included_extensions"),
         ('roots = ["{root}"]\nroots_typo = 1', "unknown setting"),
         ('roots = ["{root}", "{root}/sub"]', "inside root"),

@@ -49,7 +49,8 @@ SAFE_OPS = sorted(REQUEST_OPS - {"add_root", "remove_root", "refresh"})
 """Ops fuzzed with arbitrary fields: not the ones that could change roots or the config
 if a random value happened to be valid."""
 FRAME_TIMEOUT = 1.0
-"""The partial-frame timeout the slow-client daemons run with (KBINDEX_FRAME_TIMEOUT)."""
+"""The frame timeout the slow-client daemons run with (KBINDEX_FRAME_TIMEOUT: the
+setting frame_timeout_seconds)."""
 
 
 class Raw:
