@@ -182,6 +182,8 @@ class _Watch:
     """Why the root directory cannot be read, while it cannot."""
     denied: set[str] = field(default_factory=set)
     """Directories inotify could not watch (permission denied), set by observer threads."""
+    denied_backoff: float = SUPERVISE_SECONDS
+    next_denied_check: float = 0.0
 
 
 class Watcher:
@@ -348,6 +350,11 @@ class Watcher:
             log.info("%s can be read again: watching and rescanning it", watch.root)
         elif watch.observer is not None and self._denied_back(watch):
             log.info("%s: an unreadable directory can be read again: re-watching", watch.root)
+            # Trigger: a directory that passes the access check but that inotify still
+            # refuses (an LSM rule) would restart the watch and rescan the root every
+            # second. Why back off: each retry costs a rescan of the whole root.
+            watch.next_denied_check = time.monotonic() + watch.denied_backoff
+            watch.denied_backoff = min(watch.denied_backoff * 2, RETRY_LIVE_SECONDS)
         else:
             return False
         await self._stop(watch)
@@ -356,6 +363,11 @@ class Watcher:
         return True
 
     def _denied_back(self, watch: _Watch) -> bool:
+        if not watch.denied:
+            watch.denied_backoff = SUPERVISE_SECONDS
+            return False
+        if time.monotonic() < watch.next_denied_check:
+            return False
         for directory in list(watch.denied):
             if not os.path.lexists(directory):
                 watch.denied.discard(directory)
