@@ -87,6 +87,18 @@ class Indexer:
             log.info("index writes work again")
             self.health.index_error = ""
 
+    async def _optimize(self) -> None:
+        began = time.monotonic()
+        try:
+            await self._write(self.store.optimize)
+        except sqlite3.DatabaseError as exc:
+            # The refresh itself is done; a merge that does not fit (a full disk) is
+            # tried again once as many documents have been replaced once more.
+            self.store.replaced = 0
+            log.warning("merging the full-text index failed: %s", exc)
+            return
+        log.info("merged the full-text index in %.2f s", time.monotonic() - began)
+
     async def rebuild(self, reason: str) -> None:
         """Replace a damaged database with an empty one (the next refresh fills it)."""
         async with self._job:
@@ -115,6 +127,8 @@ class Indexer:
             finally:
                 self.health.progress = None
             self._writable()
+            if await self._write(self.store.optimize_due):
+                await self._optimize()
             if scope is None:
                 self.health.last_scan_at = time.time()
                 self.health.last_scan_seconds = outcome.seconds

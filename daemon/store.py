@@ -35,6 +35,7 @@ TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 KEPT_COPIES: Final = 3
 WAL_LIMIT_BYTES: Final = 16 << 20
+OPTIMIZE_MIN_REPLACED: Final = 1000
 
 _SCHEMA_V1: Final = f"""
 CREATE TABLE files(
@@ -145,6 +146,9 @@ class Store:
         self.generation = 0
         """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
         self.writes = 0
+        self.replaced = 0
+        """Documents deleted or rewritten since the last ``optimize``: each leaves a
+        tombstone in the full-text index until its segments are merged."""
         """Committed write transactions (and rebuilds): what was counted from the index
         stays true until this changes."""
 
@@ -265,6 +269,34 @@ class Store:
         with suppress(sqlite3.Error):
             self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    def _drop(self, conn: sqlite3.Connection, file_id: int) -> None:
+        documents.delete_doc(conn, file_id)
+        self.replaced += 1
+
+    def optimize_due(self) -> bool:
+        """Whether enough documents were replaced to merge the index into one segment.
+
+        Trigger: FTS5 keeps a deleted or rewritten document's entries, plus a delete
+        marker, until the segments holding them merge. Under steady edits (a load
+        test rewriting 20 files a second) the file grew 3.4x in 18,000 rewrites of
+        2,000 files, and searches slowed by a quarter. Why this threshold: merging
+        costs time in proportion to the index, so it runs once the tombstones reach a
+        quarter of the index (at least OPTIMIZE_MIN_REPLACED): a bounded overhead
+        for a bounded amortized cost.
+        """
+        if self.replaced < OPTIMIZE_MIN_REPLACED:
+            return False
+        (files,) = self.writer.execute("SELECT count(*) FROM files").fetchone()
+        return self.replaced >= int(files) // 4
+
+    def optimize(self) -> None:
+        """Merge each full-text table into one segment, dropping what deletes left."""
+        with self._transaction():
+            conn = self.writer
+            for table in ("docs", "docs_exact"):
+                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        self.replaced = 0
+
     def _close_readers(self) -> None:
         while True:
             try:
@@ -348,7 +380,7 @@ class Store:
                 replaced = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
                 for (file_id,) in replaced.fetchall():
                     if file_id not in moving:
-                        documents.delete_doc(conn, file_id)
+                        self._drop(conn, file_id)
                         conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
                 cut = len(new_root) + 1
                 for file_id, path in rows:
@@ -361,6 +393,7 @@ class Store:
                     # searches for a file's name): re-indexed from the stored text, never
                     # from the file. Skipped files have no document.
                     documents.rename_doc(conn, file_id, moved[cut:])
+                    self.replaced += 1
         return len(rows)
 
     def remove_root(self, root: str) -> int:
@@ -369,7 +402,7 @@ class Store:
         with self._transaction():
             ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
             for (file_id,) in ids:
-                documents.delete_doc(conn, file_id)
+                self._drop(conn, file_id)
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
         return int(removed)
 
@@ -381,12 +414,12 @@ class Store:
             for path in deletes:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
                 if row is not None:
-                    documents.delete_doc(conn, row[0])
+                    self._drop(conn, row[0])
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
             for seen, outcome in updates:
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (seen.path,)).fetchone()
                 if row is not None:
-                    documents.delete_doc(conn, row[0])
+                    self._drop(conn, row[0])
                 values: tuple[int, int, float, str | None, str | None, str | None]
                 if isinstance(outcome, Loaded):
                     values = (outcome.size, outcome.mtime_ns, now, outcome.encoding, None, None)

@@ -199,3 +199,44 @@ async def test_a_large_refresh_leaves_no_large_wal_behind(make_daemon: MakeDaemo
     wal = Path(f"{d.db_path}-wal")
     assert d.db_path.stat().st_size > 4 << 20
     assert not wal.exists() or wal.stat().st_size < 1 << 20, wal.stat().st_size
+
+
+def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
+    """Rewritten documents leave entries and delete markers in the full-text index
+    until its segments merge: once a quarter of the index (at least 1,000 documents)
+    has been replaced, the store says so, and optimize gives the space back."""
+    from kbindex.daemon.scanner import Seen
+    from kbindex.daemon.store import Store
+    from kbindex.daemon.textfile import decode
+
+    store = Store(tmp_path / "index.sqlite3")
+    store.open()
+    conn = store.writer
+
+    def version(i: int, v: int) -> tuple[Seen, object]:
+        text = f"# note {i}\n" + f"word{v} other{i} " * 200
+        seen = Seen(path=f"/r/n{i}.md", root="/r", relpath=f"n{i}.md", size=len(text), mtime_ns=v)
+        return seen, decode(text.encode(), len(text), v)
+
+    def live_pages() -> int:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        return int(pages - conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+    try:
+        store.apply([version(i, 0) for i in range(300)], [])  # type: ignore[misc]
+        fresh = live_pages()
+        for v in range(1, 6):
+            for i in range(300):
+                store.apply([version(i, v)], [])  # type: ignore[list-item]
+        assert store.optimize_due()  # 1,500 replaced, over max(1,000, 300 / 4)
+        bloated = live_pages()
+        store.optimize()
+        assert not store.optimize_due()
+        # Back to the size of a freshly built index (it had grown by a quarter).
+        assert live_pages() <= fresh * 1.05 < bloated, (fresh, bloated, live_pages())
+        for table in ("docs", "docs_exact"):
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+        found = conn.execute("SELECT count(*) FROM docs WHERE docs MATCH 'word5'").fetchone()
+        assert found == (300,)
+    finally:
+        store.close()
