@@ -60,12 +60,14 @@ async def wait_status(c: Client, ok: Any, within: float) -> StatusReply:
         await anyio.sleep(0.02)
 
 
-async def start(root: Path, work: Path) -> tuple[Process, Path, list[str]]:
+async def start(root: Path, work: Path, *options: str) -> tuple[Process, Path, list[str]]:
+    """kbindexd on ``root`` with its state, socket, config and log under ``work``
+    (also used by load_bench.py); returns once it answers a ping."""
     state, sock = work / "state", work / "kbindexd.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
     env["XDG_CONFIG_HOME"] = str(work / "config")
     cmd = [str(KBINDEXD), str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--include-ext", "*", "--log-level", "warning", "--scan-interval", "3600"]
+    cmd += ["--log-level", "warning", *options]
     log = (work / "kbindexd.log").open("wb")
     proc = await anyio.open_process(cmd, env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + 60
@@ -139,7 +141,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     shutil.copytree(manifest["path"], root)
     existing = sorted(root.rglob("*.md"))
     out: dict[str, Any] = {"corpus": {k: manifest[k] for k in ("files", "bytes", "directories")}}
-    proc, sock, cmd = await start(root, work)
+    proc, sock, cmd = await start(root, work, "--include-ext", "*", "--scan-interval", "3600")
     out["command"] = cmd
     try:
         async with Client.connect(sock, client_name="live_bench") as c:

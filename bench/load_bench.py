@@ -58,10 +58,10 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import live_bench
 from kbindex.proto.client import Client, ClientError, ConnectionLost, DaemonError
 from kbindex.proto.messages import StatusReply
 
-KBINDEXD = Path(sys.executable).with_name("kbindexd")
 DIRS = 20
 """Directories under each of stable/ and churn/."""
 TOPIC = str.split(
@@ -482,26 +482,6 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-async def start_daemon(root: Path, work: Path, scan_interval: float) -> tuple[Any, Path, list[str]]:
-    state, sock = work / "state", work / "kbindexd.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    env["XDG_CONFIG_HOME"] = str(work / "config")
-    cmd = [str(KBINDEXD), str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--log-level", "warning", "--scan-interval", str(scan_interval)]
-    log = (work / "kbindexd.log").open("wb")
-    proc = await anyio.open_process(cmd, env=env, stdout=log, stderr=log)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            async with Client.connect(sock) as c:
-                await c.ping()
-            return proc, sock, cmd
-        except ClientError:
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise SystemExit("kbindexd did not start; see kbindexd.log") from None
-            await anyio.sleep(0.02)
-
-
 async def settle(c: Client, quiet: float = 1.5, within: float = 120) -> tuple[StatusReply, float]:
     """Wait until nothing is pending or scanning for ``quiet`` seconds in a row."""
     started = time.monotonic()
@@ -793,7 +773,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "code": code_version(),
         "work": str(work),
     }
-    proc, sock, cmd = await start_daemon(root, work, args.scan_interval)
+    proc, sock, cmd = await live_bench.start(root, work, "--scan-interval", str(args.scan_interval))
     out["command"] = cmd
     log_path = work / "kbindexd.log"
     try:
