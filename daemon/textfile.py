@@ -103,6 +103,21 @@ def _not_regular(st: os.stat_result) -> Skipped:
     )
 
 
+def _refusal(st: os.stat_result, max_bytes: int) -> Skipped | None:
+    """Why a file with this stat is not read at all, or None: not a regular file, or
+    over the size cap."""
+    if not stat.S_ISREG(st.st_mode):
+        return _not_regular(st)
+    if st.st_size > max_bytes:
+        return Skipped(
+            SkipReason.TOO_LARGE,
+            f"{st.st_size} bytes, over the limit of {max_bytes}",
+            st.st_size,
+            st.st_mtime_ns,
+        )
+    return None
+
+
 def _unreadable(exc: OSError, size: int) -> Skipped:
     return Skipped(SkipReason.UNREADABLE, exc.strerror or str(exc), size, RETRY_MTIME_NS)
 
@@ -149,15 +164,9 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
             return _unreadable(exc, 0)
     except OSError as exc:
         return _unreadable(exc, 0)
-    if not stat.S_ISREG(st.st_mode):
-        return _not_regular(st)
-    if st.st_size > max_bytes:
-        return Skipped(
-            SkipReason.TOO_LARGE,
-            f"{st.st_size} bytes, over the limit of {max_bytes}",
-            st.st_size,
-            st.st_mtime_ns,
-        )
+    refused = _refusal(st, max_bytes)
+    if refused is not None:
+        return refused
     try:
         # O_NONBLOCK: a FIFO swapped in after the lstat must not hang the open.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -169,15 +178,9 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
         if within is not None:
             _check_within(fd, within)
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return _not_regular(st)
-        if st.st_size > max_bytes:
-            return Skipped(
-                SkipReason.TOO_LARGE,
-                f"{st.st_size} bytes, over the limit of {max_bytes}",
-                st.st_size,
-                st.st_mtime_ns,
-            )
+        refused = _refusal(st, max_bytes)  # what was opened, if it changed since lstat
+        if refused is not None:
+            return refused
         try:
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 data = fh.read(max_bytes + 1)
