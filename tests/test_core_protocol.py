@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import socket
 import struct
 
 import anyio
-import msgspec
 import pytest
 from conftest import Daemon, write
 from hypothesis import given
@@ -15,54 +13,15 @@ from kbindex.proto import framing
 from kbindex.proto.client import Client, DaemonError
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
-    AnyReply,
     ErrorReply,
     Hello,
     Pong,
     SearchReply,
     StatusReply,
 )
+from raw_socket import RawConnection
 
 pytestmark = pytest.mark.anyio
-_decoder = msgspec.msgpack.Decoder(AnyReply)
-
-
-class RawConnection:
-    """A plain blocking socket speaking frames by hand, as a broken client would."""
-
-    def __init__(self, path: object) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(str(path))
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, message: object) -> None:
-        self.send_raw(framing.pack(msgspec.msgpack.encode(message)))
-
-    def recv(self) -> object:
-        header = self._exactly(4)
-        (size,) = struct.unpack(">I", header)
-        return _decoder.decode(self._exactly(size))
-
-    def _exactly(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
-
-    def closed_by_peer(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @given(st.binary(max_size=4096))

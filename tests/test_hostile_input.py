@@ -30,15 +30,14 @@ from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
     REQUEST_OPS,
-    AnyReply,
     ErrorReply,
     HelloReply,
     Pong,
 )
+from raw_socket import RawConnection
 
 pytestmark = pytest.mark.anyio
 
-_decoder = msgspec.msgpack.Decoder(AnyReply)
 MAX = framing.MAX_REQUEST_BYTES
 REPLY_DEADLINE = 5.0
 """Seconds any one reply (or the end of a closed connection) may take."""
@@ -53,55 +52,11 @@ FRAME_TIMEOUT = 1.0
 setting frame_timeout_seconds)."""
 
 
-class Raw:
-    """A blocking socket speaking frames by hand."""
+class Raw(RawConnection):
+    """A raw connection with the reply deadline of these tests."""
 
     def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(REPLY_DEADLINE)
-        self.sock.connect(str(path))
-
-    def __enter__(self) -> Raw:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.sock.close()
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send(self, message: object) -> None:
-        self.send_raw(framing.pack(msgspec.msgpack.encode(message)))
-
-    def recv(self) -> object | None:
-        """The next reply, or None when the daemon closed the connection."""
-        header = self._exactly(4)
-        if header is None:
-            return None
-        (size,) = struct.unpack(">I", header)
-        body = self._exactly(size)
-        assert body is not None, "the daemon closed the connection mid-frame"
-        return _decoder.decode(body)
-
-    def _exactly(self, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            try:
-                chunk = self.sock.recv(n - len(data))
-            except ConnectionResetError:
-                chunk = b""
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
-    def replies_until_close(self) -> list[object]:
-        """Stop sending and read every reply up to the daemon's end of the connection."""
-        self.sock.shutdown(socket.SHUT_WR)
-        replies = []
-        while (reply := self.recv()) is not None:
-            replies.append(reply)
-        return replies
+        super().__init__(path, timeout=REPLY_DEADLINE)
 
     def replies_until_pong(self) -> list[object]:
         """Send a ping and read every reply up to its Pong: the connection still works."""
