@@ -127,7 +127,9 @@ class Indexer:
             finally:
                 self.health.progress = None
             self._writable()
-            if await self._write(self.store.optimize_due):
+            # Every saved file ends a refresh here: skip the hop to the writer thread
+            # until enough documents were replaced for a merge to be possible.
+            if self.store.merge_possible and await self._write(self.store.optimize_due):
                 await self._optimize()
             if scope is None:
                 self.health.last_scan_at = time.time()

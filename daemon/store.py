@@ -273,6 +273,11 @@ class Store:
         documents.delete_doc(conn, file_id)
         self.replaced += 1
 
+    @property
+    def merge_possible(self) -> bool:
+        """Cheap, no database access: whether ``optimize_due`` could say yes."""
+        return self.replaced >= OPTIMIZE_MIN_REPLACED
+
     def optimize_due(self) -> bool:
         """Whether enough documents were replaced to merge the index into one segment.
 
@@ -284,7 +289,7 @@ class Store:
         quarter of the index (at least OPTIMIZE_MIN_REPLACED): a bounded overhead
         for a bounded amortized cost.
         """
-        if self.replaced < OPTIMIZE_MIN_REPLACED:
+        if not self.merge_possible:
             return False
         (files,) = self.writer.execute("SELECT count(*) FROM files").fetchone()
         return self.replaced >= int(files) // 4
