@@ -3,9 +3,9 @@
 One refresh at a time (a lock), over a scope: every root, or some files and
 directories inside them. A refresh walks the scope (list + stat only), compares size
 and ``mtime_ns`` with the index's metadata, reads only what changed, and writes in
-batches of one transaction each. Reading the next batch (worker threads) overlaps with
-writing the previous one (the single writer thread), and SQLite releases the GIL while
-it works, so the two proceed in parallel. A refresh that finds nothing changed writes
+batches of one transaction each. Reading the next batch and preparing its column values
+(a worker thread) overlaps with writing the previous one (the single writer thread),
+and SQLite releases the GIL while it works, so the two proceed in parallel. A refresh that finds nothing changed writes
 nothing.
 """
 
@@ -21,7 +21,7 @@ from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon import textfile
+from kbindex.daemon import documents, textfile
 from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
@@ -31,7 +31,7 @@ from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
 
-BATCH_FILES: Final = 500
+BATCH_FILES: Final = 2000
 BATCH_BYTES: Final = 32 << 20
 WARNED_CAP: Final = 10_000
 CHECKPOINT_AFTER_FILES: Final = 1000
@@ -293,7 +293,10 @@ class Indexer:
                     self._warned.clear()
                 self._warned.add(key)
                 log.log(level, "skipping %s: %s (%s)", seen.path, outcome.reason, outcome.detail)
-            updates.append((seen, outcome))
+            if isinstance(outcome, textfile.Loaded):
+                updates.append((seen, documents.prepare(seen.relpath, outcome)))
+            else:
+                updates.append((seen, outcome))
         return updates, vanished
 
     def resolve_scope(self, paths: Sequence[str]) -> list[Located]:

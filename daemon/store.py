@@ -30,7 +30,7 @@ from kbindex.daemon.textfile import Loaded, Skipped
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 KEPT_COPIES: Final = 3
@@ -75,10 +75,24 @@ CREATE VIRTUAL TABLE docs_exact USING fts5(
 # subwords (camelCase parts and joined snake_case forms of identifiers) and grams
 # (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
 
+FTS_HASH_BYTES: Final = 16 << 20
+_SCHEMA_V3: Final = f"""
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+"""
+# v3 changes only how FTS5 writes, not what it holds (no re-index). Trigger: with the
+# default 1 MB, FTS5 flushed a new segment for every megabyte of pending index data,
+# several per batch, and spent most of a full index merging them again (17.1 s of
+# inserts for the 205 MB bench corpus, 8.4 s at 16 MB). Why 16 MB: bigger gained
+# nothing more there, and the memory is held only while a batch is being written
+# (one batch, BATCH_BYTES at most, rarely reaches it).
+
 # Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
 # altered in place, so migrations that change it drop it and forget the files'
 # metadata: the next scan re-reads everything.
-MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 class IndexUnusable(Exception):
@@ -116,7 +130,9 @@ class Known:
     mtime_ns: int
 
 
-Update = tuple[Seen, Loaded | Skipped]
+Update = tuple[Seen, documents.Document | Loaded | Skipped]
+"""A file seen by a scan and what reading it gave. The indexer passes a ``Document``
+(prepared in its reader thread); a ``Loaded`` is prepared here, on the writer thread."""
 
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 """A path, or anything under it as a directory: '0' sorts right after '/'."""
@@ -421,13 +437,17 @@ class Store:
                 if row is not None:
                     self._drop(conn, row[0])
                     conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
-            for seen, outcome in updates:
+            for seen, given in updates:
+                outcome = (
+                    documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
+                )
                 row = conn.execute("SELECT id FROM files WHERE path = ?", (seen.path,)).fetchone()
                 if row is not None:
                     self._drop(conn, row[0])
                 values: tuple[int, int, float, str | None, str | None, str | None]
-                if isinstance(outcome, Loaded):
-                    values = (outcome.size, outcome.mtime_ns, now, outcome.encoding, None, None)
+                if isinstance(outcome, documents.Document):
+                    loaded = outcome.loaded
+                    values = (loaded.size, loaded.mtime_ns, now, loaded.encoding, None, None)
                 else:
                     values = (
                         outcome.size or seen.size,
@@ -451,9 +471,9 @@ class Store:
                         " skip_reason=?, skip_detail=? WHERE id=?",
                         (*values, file_id),
                     )
-                if isinstance(outcome, Loaded):
+                if isinstance(outcome, documents.Document):
                     assert file_id is not None  # set by the INSERT (lastrowid) or the row
-                    documents.insert_doc(conn, file_id, seen.relpath, outcome)
+                    documents.insert_doc(conn, file_id, outcome)
 
     def indexed_count(self) -> int:
         with self.reader() as conn:

@@ -17,7 +17,7 @@ from typing import Final
 
 SAMPLE_BYTES: Final = 8192
 CONTROL_RATIO_LIMIT: Final = 0.10
-_CONTROL = frozenset(range(32)) - {9, 10, 12, 13, 27}
+_CONTROL_BYTES: Final = bytes(sorted(frozenset(range(32)) - {9, 10, 12, 13, 27}))
 
 
 class SkipReason:
@@ -225,7 +225,9 @@ def _decode_bytes(data: bytes) -> tuple[str | None, str]:
     if b"\x00" in sample:
         return None, "binary"
     if sample:
-        controls = sum(1 for b in sample if b in _CONTROL)
+        # Deleting the control bytes in one C pass counts them (a Python loop over the
+        # sample cost 2 to 3 s of a 205 MB full index).
+        controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
         if controls / len(sample) > CONTROL_RATIO_LIMIT:
             return None, "binary"
     try:

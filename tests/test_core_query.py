@@ -9,7 +9,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.documents import insert_doc
+from kbindex.daemon.documents import insert_doc, prepare
 from kbindex.daemon.query import BadQuery, compile_query, parse
 from kbindex.daemon.store import MIGRATIONS
 from kbindex.daemon.textfile import Loaded, decode
@@ -26,7 +26,7 @@ def fts() -> Iterator[sqlite3.Connection]:
     ):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
-        insert_doc(conn, rowid, name, loaded)
+        insert_doc(conn, rowid, prepare(name, loaded))
     yield conn
     conn.close()
 

@@ -273,12 +273,12 @@ async def test_natural_language_never_empty_for_one_missing_word(daemon: Daemon)
 def tables() -> Iterator[sqlite3.Connection]:
     """Both full-text tables as the store creates them, holding a few documents."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.executescript(store.MIGRATIONS[1])
-    conn.executescript(store.MIGRATIONS[2])
+    for version in sorted(store.MIGRATIONS):
+        conn.executescript(store.MIGRATIONS[version])
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
-        documents.insert_doc(conn, i + 1, f"f{i}.md", loaded)
+        documents.insert_doc(conn, i + 1, documents.prepare(f"f{i}.md", loaded))
     yield conn
     conn.close()
 
