@@ -4,9 +4,9 @@ One refresh at a time (a lock), over a scope: every root, or some files and
 directories inside them. A refresh walks the scope (list + stat only), compares size
 and ``mtime_ns`` with the index's metadata, reads only what changed, and writes in
 batches of one transaction each. Reading the next batch and preparing its column values
-(a worker thread) overlaps with writing the previous one (the single writer thread),
-and SQLite releases the GIL while it works, so the two proceed in parallel. A refresh that finds nothing changed writes
-nothing.
+(a worker thread) overlaps with writing the previous one (the writer thread, and the
+exact index's own, see ``exactindex``); SQLite releases the GIL while it works, so they
+proceed in parallel. A refresh that finds nothing changed writes nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
 
-BATCH_FILES: Final = 2000
+BATCH_FILES: Final = 1000
 BATCH_BYTES: Final = 32 << 20
 WARNED_CAP: Final = 10_000
 CHECKPOINT_AFTER_FILES: Final = 1000

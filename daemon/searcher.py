@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon import passages
+from kbindex.daemon.documents import STEMMED
 from kbindex.daemon.query import BadQuery, Compiled
 from kbindex.daemon.store import is_damage
 from kbindex.proto.messages import FileInfo, Hit
@@ -98,10 +99,14 @@ class _Query:
         # Trigger: ORDER BY rank, not ORDER BY bm25(...). Why: FTS5 then sorts the
         # matches itself and the SELECT list (the body) is read only for the rows
         # returned; with ORDER BY an expression SQLite reads it for every match.
-        # No snippet() here: see ``passages``.
+        # No snippet() here: see ``passages``. The exact index stores no text: a hit's
+        # title and body come from ``docs``, by rowid, for the rows returned.
+        text, joined = (
+            ("d", "") if table == STEMMED else ("t", f"JOIN {STEMMED} t ON t.rowid = d.rowid")
+        )
         sql = f"""
-            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, d.rank
-            FROM {table} d JOIN files f ON f.id = d.rowid
+            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, {text}.title, {text}.body, d.rank
+            FROM {table} d JOIN files f ON f.id = d.rowid {joined}
             WHERE {table} MATCH ? AND d.rank MATCH ? AND {cond}
             ORDER BY d.rank LIMIT ?
         """

@@ -18,7 +18,7 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from kbindex.daemon import config_file, searcher, textfile
+from kbindex.daemon import config_file, exactindex, searcher, textfile
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.health import Health
@@ -513,7 +513,12 @@ def _real_path(raw: str) -> Path:
 def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:
     rows = conn.execute("PRAGMA quick_check").fetchall()
     integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
-    sizes = [os.stat(p).st_size if os.path.exists(p) else 0 for p in (db, f"{db}-wal")]
+    # quick_check covers the attached exact index too; its bytes count with the index.
+    files = (db, exactindex.path_for(db))
+    sizes = [
+        sum(os.stat(p).st_size for p in paths if os.path.exists(p))
+        for paths in (files, [f"{f}-wal" for f in files])
+    ]
     return CheckReply(integrity=integrity, db_bytes=sizes[0], wal_bytes=sizes[1])
 
 

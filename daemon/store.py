@@ -18,13 +18,16 @@ import os
 import queue
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon import documents
+from kbindex.daemon import documents, exactindex
+from kbindex.daemon.documents import ExactChange, as_json
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.textfile import Loaded, Skipped
 
@@ -32,7 +35,7 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 3
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
-EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
+EXACT_TOKENIZER: Final = exactindex.TOKENIZER
 KEPT_COPIES: Final = 3
 WAL_LIMIT_BYTES: Final = 16 << 20
 OPTIMIZE_MIN_REPLACED: Final = 1000
@@ -75,19 +78,22 @@ CREATE VIRTUAL TABLE docs_exact USING fts5(
 # subwords (camelCase parts and joined snake_case forms of identifiers) and grams
 # (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
 
-FTS_HASH_BYTES: Final = 16 << 20
 _SCHEMA_V3: Final = f"""
-INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {exactindex.FTS_HASH_BYTES});
 INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+DROP TABLE docs_exact;
+{exactindex.META_SQL.format(schema="main")}
 """
-# v3 changes only how FTS5 writes, not what it holds (no re-index). Trigger: with the
-# default 1 MB, FTS5 flushed a new segment for every megabyte of pending index data,
-# several per batch, and spent most of a full index merging them again (17.1 s of
-# inserts for the 205 MB bench corpus, 8.4 s at 16 MB). Why 16 MB: bigger gained
-# nothing more there, and the memory is held only while a batch is being written
-# (one batch, BATCH_BYTES at most, rarely reaches it).
+# v3 keeps the text and the stemmed index (no re-index) and changes how they are written:
+# - hashsize: with the default 1 MB, FTS5 flushed a new segment for every megabyte of
+#   pending index data, several per batch, and a full index spent most of its time
+#   merging them again (inserts for the 205 MB bench corpus: 17.1 s, 8.4 s at 16 MB;
+#   bigger gained nothing). The memory is held only while a batch is written.
+# - automerge 16 (default 4): segments merge in larger, rarer steps (about 4 s less
+#   per full index); the segments left over are merged by ``optimize`` (below).
+# - docs_exact moves to a file of its own (``exactindex``), written in parallel; it is
+#   rebuilt there from the stored text on first open. ``meta.writes`` is the counter
+#   that keeps the two files in step.
 
 # Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
 # altered in place, so migrations that change it drop it and forget the files'
@@ -134,6 +140,8 @@ Update = tuple[Seen, documents.Document | Loaded | Skipped]
 """A file seen by a scan and what reading it gave. The indexer passes a ``Document``
 (prepared in its reader thread); a ``Loaded`` is prepared here, on the writer thread."""
 
+_JSON_IDS: Final = "(SELECT value FROM json_each(?))"
+"""The values of a JSON array (``documents.as_json``), for ``IN``."""
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 """A path, or anything under it as a directory: '0' sorts right after '/'."""
 
@@ -156,6 +164,7 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
 class Store:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
+        self.exact = exactindex.ExactIndex(db_path)
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.SimpleQueue[tuple[int, sqlite3.Connection]] = queue.SimpleQueue()
@@ -175,11 +184,29 @@ class Store:
         self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             self._writer = self._open_checked()
+            self._open_exact()
         except IndexUnusable as exc:
+            self._close_writer()
             kept = self._move_aside()
             self.recovered = f"{exc}; the old file was kept as {kept}"
             log.warning("index database unusable (%s): moved to %s, rebuilding", exc, kept)
             self._writer = self._open_checked()
+            self._open_exact()
+
+    def _open_exact(self) -> None:
+        try:
+            self.exact.open(self.writer)
+        except sqlite3.DatabaseError as exc:
+            # The copy reads every stored text: damage quick_check cannot see shows here.
+            if is_damage(exc):
+                raise IndexUnusable(f"while copying the text to the exact index: {exc}") from None
+            raise
+
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            with suppress(sqlite3.Error):
+                self._writer.close()
+            self._writer = None
 
     def _open_checked(self) -> sqlite3.Connection:
         try:
@@ -224,6 +251,9 @@ class Store:
     def _move_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{os.getpid()}")
+        # The exact index is derived from this file's text: no copy is worth keeping.
+        self.exact.close()
+        self.exact.delete_files()
         for suffix in ("", "-wal", "-shm"):
             src = Path(f"{self.db_path}{suffix}")
             if src.exists():
@@ -248,14 +278,32 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One write transaction. Trigger: SQLite ends a transaction itself on some
-        errors (a full disk); Why: a ROLLBACK then fails and would hide the real error."""
-        conn = self.writer
+        """One write transaction, in both files: the exact index commits first, then
+        the main file, each recording the main file's new write counter.
+
+        Trigger: SQLite ends a transaction itself on some errors (a full disk); Why
+        the ``in_transaction`` checks: a ROLLBACK then fails and would hide the real
+        error. A main commit that fails after the exact one leaves the exact index a
+        write ahead: it is marked stale and rebuilt before the next write."""
+        conn, exact = self.writer, self.exact
+        if exact.stale:
+            log.warning("rebuilding the exact index after a failed write")
+            exact.rebuild(conn)
         conn.execute("BEGIN IMMEDIATE")
+        exact_committed = False
         try:
+            exact.begin()
             yield
+            counter = exactindex.writes(conn) + 1
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'writes'", (counter,))
+            exact.commit(counter)
+            exact_committed = True
             conn.execute("COMMIT")
         except BaseException:
+            if exact_committed:
+                exact.stale = True
+            else:
+                exact.rollback()
             if conn.in_transaction:
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
@@ -267,15 +315,13 @@ class Store:
         file is kept aside. Call with no write in progress (the indexer's lock)."""
         self.generation += 1
         self._close_readers()
-        if self._writer is not None:
-            with suppress(sqlite3.Error):
-                self._writer.close()
-            self._writer = None
+        self._close_writer()
         kept = self._move_aside()
         self.writes += 1
         self.recovered = f"{reason}; the old file was kept as {kept}"
         log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
         self._writer = self._open_checked()
+        self._open_exact()
         return kept
 
     def checkpoint(self) -> None:
@@ -284,10 +330,13 @@ class Store:
         the middle of a search can delay it; then it does what it can."""
         with suppress(sqlite3.Error):
             self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.exact.checkpoint()
 
-    def _drop(self, conn: sqlite3.Connection, file_id: int) -> None:
-        documents.delete_doc(conn, file_id)
-        self.replaced += 1
+    def _drop(self, conn: sqlite3.Connection, ids: Sequence[int], into: list[ExactChange]) -> None:
+        """Remove these documents from ``docs``; what the exact index must remove goes to
+        ``into``."""
+        into += documents.remove(conn, ids)
+        self.replaced += len(ids)
 
     @property
     def merge_possible(self) -> bool:
@@ -313,10 +362,11 @@ class Store:
     def optimize(self) -> None:
         """Merge each full-text table into one segment, dropping what deletes left."""
         with self._transaction():
-            conn = self.writer
-            for table in ("docs", "docs_exact"):
-                conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            _together(self.exact.optimize(), self._optimize_stemmed)
         self.replaced = 0
+
+    def _optimize_stemmed(self) -> None:
+        self.writer.execute("INSERT INTO docs(docs) VALUES ('optimize')")
 
     def _close_readers(self) -> None:
         while True:
@@ -329,6 +379,7 @@ class Store:
         # Readers first: only the last connection to close may checkpoint, and a
         # read-only one cannot, which would leave the WAL holding the data.
         self._close_readers()
+        self.exact.shutdown()
         if self._writer is not None:
             with suppress(sqlite3.Error):
                 self._writer.execute("PRAGMA optimize")
@@ -353,6 +404,7 @@ class Store:
             except queue.Empty:
                 generation = self.generation
                 conn = _connect(self.db_path, readonly=True)
+                exactindex.attach(conn, self.db_path)
                 break
             if generation == self.generation:
                 break
@@ -392,88 +444,119 @@ class Store:
         if old == new:
             return 0
         conn = self.writer
+        changes: list[ExactChange] = []
         with self._transaction():
             rows = conn.execute(
                 f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
             ).fetchall()
             if rows:
                 moving = {file_id for file_id, _ in rows}
-                replaced = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
-                for (file_id,) in replaced.fetchall():
-                    if file_id not in moving:
-                        self._drop(conn, file_id)
-                        conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
-                cut = len(new_root) + 1
-                for file_id, path in rows:
-                    moved = new + path[len(old) :]
-                    conn.execute(
-                        "UPDATE files SET path = ?, root = ?, relpath = ? WHERE id = ?",
-                        (moved, new_root, moved[cut:], file_id),
-                    )
-                    # The FTS name column holds the relative path (ranked, and matched by
-                    # searches for a file's name): re-indexed from the stored text, never
-                    # from the file. Skipped files have no document.
-                    documents.rename_doc(conn, file_id, moved[cut:])
-                    self.replaced += 1
+                there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
+                replaced = [i for (i,) in there.fetchall() if i not in moving]
+                self._drop(conn, replaced, changes)
+                conn.execute(f"DELETE FROM files WHERE id IN {_JSON_IDS}", (as_json(replaced),))
+                start = len(new_root) + 1
+                moved = {file_id: new + path[len(old) :] for file_id, path in rows}
+                conn.execute(
+                    "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2"
+                    " FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                    (new_root, as_json((i, p, p[start:]) for i, p in moved.items())),
+                )
+                # The FTS name column holds the relative path (ranked, and matched by
+                # searches for a file's name): re-indexed from the stored text, never
+                # from the file. Skipped files have no document.
+                renamed = []
+                for before in documents.remove(conn, list(moved)):
+                    assert before.old is not None  # what remove returns always has it
+                    _, title, body, *_ = before.old
+                    after = documents.row(moved[before.rowid][start:], title, body)
+                    renamed.append((before.rowid, after))
+                    changes.append(ExactChange(before.rowid, old=before.old, new=after))
+                documents.insert(conn, documents.STEMMED, renamed)
+                self.replaced += len(rows)
+            self.exact.apply(changes)
         return len(rows)
 
     def remove_root(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
+        changes: list[ExactChange] = []
         with self._transaction():
             ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
-            for (file_id,) in ids:
-                self._drop(conn, file_id)
+            self._drop(conn, [i for (i,) in ids], changes)
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
+            self.exact.apply(changes)
         return int(removed)
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        """Write one batch in one transaction."""
+        """Write one batch in one transaction: first the files rows and the removal of
+        old documents, then the new documents, into ``docs`` in this thread while the
+        exact index takes its share in its own. Each step is one statement for the
+        whole batch (see ``documents``: per-row statements wait on the GIL)."""
         conn = self.writer
         now = time.time()
+        latest = {seen.path: (seen, given) for seen, given in updates}  # a path once
+        changes: list[ExactChange] = []
+        added: list[tuple[int, documents.Row]] = []
         with self._transaction():
-            for path in deletes:
-                row = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
-                if row is not None:
-                    self._drop(conn, row[0])
-                    conn.execute("DELETE FROM files WHERE id = ?", (row[0],))
-            for seen, given in updates:
+            known: dict[str, int] = dict(
+                conn.execute(
+                    f"SELECT path, id FROM files WHERE path IN {_JSON_IDS}",
+                    (as_json([*deletes, *latest]),),
+                )
+            )
+            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+            self._drop(conn, [*gone, *(known[p] for p in latest if p in known)], changes)
+            conn.execute(f"DELETE FROM files WHERE id IN {_JSON_IDS}", (as_json(gone),))
+            fresh: list[tuple[object, ...]] = []
+            rewritten: list[tuple[object, ...]] = []
+            texts: dict[str, documents.Row] = {}
+            for path, (seen, given) in latest.items():
                 outcome = (
                     documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
                 )
-                row = conn.execute("SELECT id FROM files WHERE path = ?", (seen.path,)).fetchone()
-                if row is not None:
-                    self._drop(conn, row[0])
-                values: tuple[int, int, float, str | None, str | None, str | None]
+                values: tuple[int, int, str | None, str | None, str | None]
                 if isinstance(outcome, documents.Document):
                     loaded = outcome.loaded
-                    values = (loaded.size, loaded.mtime_ns, now, loaded.encoding, None, None)
+                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
+                    texts[path] = outcome.row
                 else:
                     values = (
                         outcome.size or seen.size,
                         outcome.mtime_ns or seen.mtime_ns,
-                        now,
                         None,
                         outcome.reason,
                         outcome.detail,
                     )
-                if row is None:
-                    cur = conn.execute(
-                        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
-                        " encoding, skip_reason, skip_detail) VALUES (?,?,?,?,?,?,?,?,?)",
-                        (seen.path, seen.root, seen.relpath, *values),
-                    )
-                    file_id = cur.lastrowid
+                if path in known:
+                    rewritten.append((known[path], *values))
                 else:
-                    file_id = row[0]
-                    conn.execute(
-                        "UPDATE files SET size=?, mtime_ns=?, indexed_at=?, encoding=?,"
-                        " skip_reason=?, skip_detail=? WHERE id=?",
-                        (*values, file_id),
-                    )
-                if isinstance(outcome, documents.Document):
-                    assert file_id is not None  # set by the INSERT (lastrowid) or the row
-                    documents.insert_doc(conn, file_id, outcome)
+                    fresh.append((path, seen.root, seen.relpath, *values))
+            if rewritten:
+                conn.execute(
+                    "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
+                    " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5"
+                    " FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                    (now, as_json(rewritten)),
+                )
+            ids = dict(known)
+            if fresh:
+                ids.update(
+                    (path, file_id)
+                    for file_id, path in conn.execute(
+                        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
+                        " encoding, skip_reason, skip_detail) SELECT value->>0, value->>1,"
+                        " value->>2, value->>3, value->>4, ?, value->>5, value->>6, value->>7"
+                        " FROM json_each(?) RETURNING id, path",
+                        (now, as_json(fresh)),
+                    ).fetchall()
+                )
+            added = [(ids[path], values) for path, values in texts.items()]
+            changes += [ExactChange(file_id, new=values) for file_id, values in added]
+            _together(
+                self.exact.submit(changes),
+                partial(documents.insert, conn, documents.STEMMED, added),
+            )
 
     def indexed_count(self) -> int:
         with self.reader() as conn:
@@ -481,8 +564,19 @@ class Store:
         return int(row[0])
 
     def size_bytes(self) -> int:
-        total = 0
+        total = self.exact.size_bytes()
         for suffix in ("", "-wal"):
             with suppress(OSError):
                 total += os.stat(f"{self.db_path}{suffix}").st_size
         return total
+
+
+def _together(elsewhere: Future[None], here: Callable[[], None]) -> None:
+    """Run ``here`` while ``elsewhere`` runs in the exact index's thread; return once
+    both are done (never leaving that thread working inside a transaction the caller
+    is about to end), raising the first error."""
+    try:
+        here()
+    finally:
+        wait([elsewhere])
+    elsewhere.result()

@@ -183,7 +183,12 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
             return refused
         try:
             with os.fdopen(fd, "rb", closefd=False) as fh:
-                data = fh.read(max_bytes + 1)
+                # Sized to the file, plus a byte that shows it grew: read(max_bytes + 1)
+                # allocated (and unmapped) the whole 10 MB cap for every file, which
+                # cost the indexer's reader thread more than all its other work.
+                data = fh.read(st.st_size + 1)
+                if len(data) > st.st_size:  # it grew since fstat: read on to the cap
+                    data += fh.read(max_bytes + 1 - len(data))
         except OSError as exc:
             return _unreadable(exc, st.st_size)
     finally:

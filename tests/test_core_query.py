@@ -9,6 +9,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon import exactindex
 from kbindex.daemon.documents import insert_doc, prepare
 from kbindex.daemon.query import BadQuery, compile_query, parse
 from kbindex.daemon.store import MIGRATIONS
@@ -21,6 +22,8 @@ def fts() -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     for version in sorted(MIGRATIONS):
         conn.executescript(MIGRATIONS[version])
+    conn.execute(f"ATTACH ':memory:' AS {exactindex.ATTACH_AS}")
+    exactindex.create(conn, exactindex.ATTACH_AS)
     for rowid, (name, text) in enumerate(
         [("a.md", "# Alpha\nthe quick brown fox"), ("b.md", "lazy dogs AND cats")], start=1
     ):

@@ -17,7 +17,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import documents, store
+from kbindex.daemon import documents, exactindex, store
 from kbindex.daemon.query import compile_query
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store
@@ -275,6 +275,8 @@ def tables() -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     for version in sorted(store.MIGRATIONS):
         conn.executescript(store.MIGRATIONS[version])
+    conn.execute(f"ATTACH ':memory:' AS {exactindex.ATTACH_AS}")
+    exactindex.create(conn, exactindex.ATTACH_AS)
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
@@ -330,31 +332,34 @@ def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
 def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
     s = Store(tmp_path / "index.sqlite3")
     s.open()
-    conn = s.writer
+    tables = ((s.writer, "docs"), (s.exact.conn, "docs_exact"))
+
+    def check(expr: str, expected: int) -> None:
+        for conn, table in tables:
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+            assert conn.execute(sql, (expr,)).fetchone()[0] == expected, table
+
     try:
         text = "def parseHttpRequest(): pass  # 東京都\n"
         seen = Seen(path="/r/a.py", root="/r", relpath="a.py", size=len(text), mtime_ns=1)
         s.apply([(seen, decode(text.encode(), len(text), 1))], [])
-        (file_id,) = conn.execute("SELECT id FROM files").fetchone()
-        documents.rename_doc(conn, file_id, "renamed/moved.py")
-        found = conn.execute(
-            "SELECT name FROM docs_exact WHERE docs_exact MATCH 'moved AND http* AND 東京'"
-        ).fetchall()
+        assert s.move("/r/a.py", "/r/renamed/moved.py", "/r") == 1
+        with s.reader() as conn:  # the exact index is attached to readers
+            found = conn.execute(
+                "SELECT f.relpath FROM docs_exact d JOIN files f ON f.id = d.rowid"
+                " WHERE docs_exact MATCH 'moved AND http* AND 東京'"
+            ).fetchall()
         assert found == [("renamed/moved.py",)]
-        for table in ("docs", "docs_exact"):
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-        s.apply([], ["/r/a.py"])
-        for table in ("docs", "docs_exact"):
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-            sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH 'parse OR moved'"
-            assert conn.execute(sql).fetchone()[0] == 0
+        check("moved AND parse", 1)
+        check("a", 0)  # the old name is gone from both
+        s.apply([], ["/r/renamed/moved.py"])
+        check("parse OR moved", 0)
         # A root removed at runtime leaves neither table holding its words.
         seen = Seen(path="/r2/b.md", root="/r2", relpath="b.md", size=len(text), mtime_ns=1)
         s.apply([(seen, decode(text.encode(), len(text), 1))], [])
+        check("parse* OR 東京", 1)
         assert s.remove_root("/r2") == 1
-        for table in ("docs", "docs_exact"):
-            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-            sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH 'parse* OR 東京'"
-            assert conn.execute(sql).fetchone()[0] == 0
+        check("parse* OR 東京", 0)
     finally:
         s.close()

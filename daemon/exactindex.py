@@ -1,0 +1,217 @@
+"""The unstemmed full-text index: a database file of its own, written in parallel.
+
+``docs`` (in the main index file) is stemmed: porter turns "deprecation" into
+"deprec", so a prefix query ``deprecat*`` run there misses it. Prefix queries run on
+``docs_exact`` instead, the same five columns without stemming.
+
+Trigger: as a second table in the main file, it cost about as much as the stemmed
+index itself, all in the one writer thread that SQLite allows per file (a full index
+of the 205 MB bench corpus was writer-bound: 9.5 s inserting into ``docs``, 7.3 s into
+``docs_exact``, while the reader idled). Why a file of its own: its own connection
+writes it from its own thread while the main writer fills ``docs``, and SQLite
+releases the GIL in both (in-process, the two tables took 16.9 s in one file, 11.5 s
+in two).
+
+It is contentless (``content=''``): the text is stored once, in ``docs``. Removing a
+row takes its old values, which the store reads from ``docs`` before changing it.
+Readers attach this file (``ATTACH_AS``) and take the text of a hit from ``docs``.
+
+Consistency: the two files commit one after the other, this one first, and each
+holds a write counter (``meta.writes``) bumped in the same transaction. A crash
+between the two commits, a main commit that failed after this one, or this file
+missing or damaged, all show as counters that differ: the index is then rebuilt from
+the text ``docs`` stores (never from the user's files), in about the time it takes
+to write it the first time.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
+from pathlib import Path
+from typing import Final
+
+from kbindex.daemon import documents
+from kbindex.daemon.documents import EXACT, ExactChange
+
+log = logging.getLogger(__name__)
+
+TOKENIZER: Final = "unicode61 remove_diacritics 2"
+ATTACH_AS: Final = "x"
+FTS_HASH_BYTES: Final = 16 << 20
+"""See the main schema's v3 in ``store``: fewer, larger segments to merge."""
+COPY_ROWS: Final = 500
+
+META_SQL: Final = """
+CREATE TABLE IF NOT EXISTS {schema}.meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO {schema}.meta VALUES ('writes', 0);
+"""
+"""The write counter, in both files (the main file gets it from its migration)."""
+
+_SCHEMA: Final = f"""
+CREATE VIRTUAL TABLE {{schema}}.docs_exact USING fts5(
+    {", ".join(documents.COLUMNS)}, content='', tokenize='{TOKENIZER}'
+);
+INSERT INTO {{schema}}.docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO {{schema}}.docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+"""
+
+
+def create(conn: sqlite3.Connection, schema: str = "main") -> None:
+    """Create the exact index's tables in ``schema`` of ``conn`` (a new, empty file, or
+    a database attached to one that has ``docs``, as tests do)."""
+    conn.executescript(_SCHEMA.format(schema=schema) + META_SQL.format(schema=schema))
+
+
+def path_for(db_path: Path) -> Path:
+    """``index.sqlite3`` → ``index-exact.sqlite3``, beside it."""
+    return db_path.with_name(f"{db_path.stem}-exact{db_path.suffix}")
+
+
+def writes(conn: sqlite3.Connection, schema: str = "main") -> int:
+    row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'writes'").fetchone()
+    return -1 if row is None else int(row[0])
+
+
+def attach(conn: sqlite3.Connection, db_path: Path, *, readonly: bool = True) -> None:
+    """Attach the exact index of ``db_path`` to a connection to the main file
+    (read-only: one opened with ``uri=True``): ``docs_exact`` then names its table."""
+    path = path_for(db_path)
+    conn.execute(
+        f"ATTACH DATABASE ? AS {ATTACH_AS}", (f"file:{path}?mode=ro" if readonly else str(path),)
+    )
+
+
+class ExactIndex:
+    """The exact index file: its one writer connection, and the thread that uses it
+    while the main writer works."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = path_for(db_path)
+        self._conn: sqlite3.Connection | None = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="kbindex-exact")
+        self.stale = False
+        """Its counter no longer matches the main file's (a commit failed between the
+        two): rebuilt before the next write."""
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("exact index is not open")
+        return self._conn
+
+    def open(self, main: sqlite3.Connection) -> None:
+        """Open the file, or rebuild it from ``main`` when it does not match it."""
+        expected = writes(main)
+        existed = self.path.exists()
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = self._connect()
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                problem = "it failed quick_check"
+            else:
+                found = writes(conn)
+                problem = "" if found == expected else f"write {found}, main index {expected}"
+        except sqlite3.DatabaseError as exc:
+            problem = str(exc)
+        if conn is not None and not problem:
+            self._conn = conn
+            return
+        if conn is not None:
+            with suppress(sqlite3.Error):
+                conn.close()
+        if existed:
+            log.warning("unstemmed index %s unusable (%s): rebuilding it", self.path, problem)
+        self.rebuild(main)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def rebuild(self, main: sqlite3.Connection) -> None:
+        """A new file holding every document of ``main``'s ``docs``, at its counter.
+        Call with no transaction open on either (the store's writer lock)."""
+        self.close()
+        self.delete_files()
+        conn = self._connect()
+        create(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = main.execute(f"SELECT rowid, {', '.join(documents.COLUMNS)} FROM docs")
+            while batch := rows.fetchmany(COPY_ROWS):
+                changes = [ExactChange(r[0], new=(r[1], r[2], r[3], r[4], r[5])) for r in batch]
+                documents.apply_exact(conn, changes)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'writes'", (writes(main),))
+            conn.execute("COMMIT")
+        except BaseException:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            conn.close()
+            raise
+        self._conn = conn
+        self.stale = False
+
+    def delete_files(self) -> None:
+        """Remove the file (derived data: the main file can always rebuild it)."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    # ------------------------------------------------------------ transactions
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def submit(self, changes: Sequence[ExactChange]) -> Future[None]:
+        """Apply ``changes`` in this index's thread (inside the open transaction)."""
+        return self._thread.submit(documents.apply_exact, self.conn, changes)
+
+    def apply(self, changes: Sequence[ExactChange]) -> None:
+        """Apply ``changes`` in the calling thread (small writes: renames, removals)."""
+        documents.apply_exact(self.conn, changes)
+
+    def commit(self, counter: int) -> None:
+        """Record the main file's counter as it will be after its commit, and commit."""
+        self.conn.execute("UPDATE meta SET value = ? WHERE key = 'writes'", (counter,))
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        conn = self.conn
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+
+    def optimize(self) -> Future[None]:
+        """Merge into one segment, in this index's thread (inside the transaction)."""
+        return self._thread.submit(self._optimize)
+
+    def _optimize(self) -> None:
+        self.conn.execute(f"INSERT INTO {EXACT}({EXACT}) VALUES ('optimize')")
+
+    def checkpoint(self) -> None:
+        with suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            with suppress(OSError):
+                total += Path(f"{self.path}{suffix}").stat().st_size
+        return total
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.close()
+            self._conn = None
+
+    def shutdown(self) -> None:
+        self.close()
+        self._thread.shutdown(wait=True)

@@ -1,0 +1,158 @@
+"""The exact (unstemmed) index lives in a file of its own and must always hold what the
+main file holds: after a crash between the two commits, a failed commit, a lost file.
+
+Every state here is produced for real: files copied back from before a write (what a
+crash between the two commits leaves), a COMMIT that SQLite itself refuses, a main
+file that is full. Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kbindex.daemon import exactindex
+from kbindex.daemon.scanner import Seen
+from kbindex.daemon.store import Store
+from kbindex.daemon.textfile import decode
+
+
+def note(name: str, text: str) -> tuple[Seen, object]:
+    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
+    return seen, decode(text.encode(), len(text), 1)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "index.sqlite3"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[Store]:
+    s = Store(db)
+    s.open()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def prefix_hits(s: Store, expr: str) -> list[str]:
+    """Relative paths a prefix query on the exact index finds (through a reader)."""
+    with s.reader() as conn:
+        rows = conn.execute(
+            "SELECT f.relpath FROM docs_exact d JOIN files f ON f.id = d.rowid"
+            " WHERE docs_exact MATCH ? ORDER BY f.relpath",
+            (expr,),
+        ).fetchall()
+    return [r for (r,) in rows]
+
+
+def assert_in_step(s: Store) -> None:
+    """Same counter, same documents, both indexes sound."""
+    exact = s.exact.conn
+    assert exactindex.writes(exact) == exactindex.writes(s.writer)
+    exact.execute("INSERT INTO docs_exact(docs_exact) VALUES ('integrity-check')")
+    in_exact = {r for (r,) in exact.execute("SELECT rowid FROM docs_exact")}
+    assert in_exact == {r for (r,) in s.writer.execute("SELECT rowid FROM docs")}
+
+
+def test_lives_beside_the_main_file_and_serves_prefixes(store: Store, db: Path) -> None:
+    store.apply([note("a.md", "deprecation notice"), note("b.md", "deprecated api")], [])  # type: ignore[list-item]
+    assert exactindex.path_for(db).exists()
+    # Stemmed, both are "deprec": only the unstemmed index finds them by "deprecat*".
+    assert prefix_hits(store, "deprecat*") == ["a.md", "b.md"]
+    with store.reader() as conn:
+        assert (
+            conn.execute("SELECT count(*) FROM docs WHERE docs MATCH 'deprecat*'").fetchone()[0]
+            == 0
+        )
+    assert_in_step(store)
+
+
+def test_a_lost_exact_file_is_rebuilt_from_the_stored_text(db: Path) -> None:
+    s = Store(db)
+    s.open()
+    s.apply([note("a.md", "alphabetical order")], [])  # type: ignore[list-item]
+    s.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{exactindex.path_for(db)}{suffix}").unlink(missing_ok=True)
+    s = Store(db)
+    s.open()
+    try:
+        assert prefix_hits(s, "alphabet*") == ["a.md"]
+        assert_in_step(s)
+    finally:
+        s.close()
+
+
+def test_a_crash_between_the_two_commits_is_repaired_at_start(db: Path, tmp_path: Path) -> None:
+    """The exact file commits first: a crash before the main commit leaves it a write
+    ahead, holding a document the main file never got. Produced here by putting back
+    the main file as it was before that write."""
+    s = Store(db)
+    s.open()
+    s.apply([note("kept.md", "keepsake")], [])  # type: ignore[list-item]
+    s.close()  # checkpointed: the main file alone holds everything
+    before = tmp_path / "main-before.sqlite3"
+    shutil.copyfile(db, before)
+    s = Store(db)
+    s.open()
+    s.apply([note("lost.md", "lostword")], [])  # type: ignore[list-item]
+    s.close()
+    shutil.copyfile(before, db)  # the main commit of that write never happened
+    s = Store(db)
+    s.open()
+    try:
+        assert prefix_hits(s, "lostw*") == []  # no phantom document
+        assert prefix_hits(s, "keeps*") == ["kept.md"]
+        assert_in_step(s)
+    finally:
+        s.close()
+
+
+def test_a_main_commit_that_fails_after_the_exact_one_is_repaired(store: Store) -> None:
+    """SQLite refuses the main COMMIT (a deferred foreign key left violated by a
+    trigger this test adds) after the exact index has committed: the store marks the
+    exact index stale and rebuilds it before the next write."""
+    conn = store.writer
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.executescript(
+        """
+        CREATE TABLE refusal(id INTEGER REFERENCES nowhere(id) DEFERRABLE INITIALLY DEFERRED);
+        CREATE TABLE nowhere(id INTEGER PRIMARY KEY);
+        CREATE TRIGGER refuse AFTER INSERT ON files WHEN NEW.relpath = 'refused.md'
+        BEGIN INSERT INTO refusal VALUES (1); END;
+        """
+    )
+    store.apply([note("first.md", "firstling")], [])  # type: ignore[list-item]
+    with pytest.raises(sqlite3.IntegrityError):
+        store.apply([note("refused.md", "refusenik")], [])  # type: ignore[list-item]
+    assert store.exact.stale  # it committed the document the main file refused
+    store.apply([note("second.md", "secondment")], [])  # type: ignore[list-item]
+    assert not store.exact.stale
+    assert prefix_hits(store, "refusen*") == []
+    assert prefix_hits(store, "firstl* OR secondm*") == ["first.md", "second.md"]
+    assert_in_step(store)
+
+
+def test_a_full_main_file_leaves_both_as_they_were(store: Store) -> None:
+    """The main file cannot grow (max_page_count: SQLITE_FULL, as on a full disk) in
+    the middle of a batch: neither file keeps any of it, and writes work again once
+    there is room."""
+    store.apply([note("small.md", "smallish")], [])  # type: ignore[list-item]
+    conn = store.writer
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    big = [note(f"big{i}.md", f"bigword{i} " + "filler text " * 5000) for i in range(20)]
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        store.apply(big, [])  # type: ignore[arg-type]
+    assert prefix_hits(store, "bigword*") == []
+    assert_in_step(store)
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    store.apply(big, [])  # type: ignore[arg-type]
+    assert len(prefix_hits(store, "bigword*")) == 20
+    assert_in_step(store)
