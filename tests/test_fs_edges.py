@@ -144,6 +144,20 @@ async def test_names_with_newlines_are_indexed_and_searchable(daemon: Daemon) ->
         assert await indexed_files(c) == disk_files(root)
 
 
+async def test_a_nul_past_the_binary_sample_does_not_cut_the_text(daemon: Daemon) -> None:
+    """Text detection samples the first 8 KiB: a NUL further on leaves the file text.
+    The words after it must be indexed too (SQLite's JSON functions, which carry a
+    batch into the index, would end the text at a NUL)."""
+    head = "beforenul " + "filler words here\n" * 600  # past the 8 KiB sample
+    (daemon.root / "nul.txt").write_bytes(head.encode() + b"\x00afternul tail\n")
+    async with daemon.client() as c:
+        await until_paths(c, "afternul", ["nul.txt"])
+        await until_paths(c, "beforenul", ["nul.txt"])
+        await until_paths(c, "aftern*", ["nul.txt"])  # the exact index holds it too
+        hit = (await c.search("afternul")).hits[0]
+        assert "**afternul**" in hit.snippet
+
+
 async def test_case_only_renames_leave_one_document(daemon: Daemon) -> None:
     root = daemon.root
     write(root / "a.md", "caseword lower\n")
