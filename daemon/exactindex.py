@@ -92,10 +92,18 @@ class ExactIndex:
     def __init__(self, db_path: Path) -> None:
         self.path = path_for(db_path)
         self._conn: sqlite3.Connection | None = None
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="kbindex-exact")
+        self._executor: ThreadPoolExecutor | None = None
         self.stale = False
         """Its counter no longer matches the main file's (a commit failed between the
         two): rebuilt before the next write."""
+
+    @property
+    def _thread(self) -> ThreadPoolExecutor:
+        """The one thread that writes this file during a batch (started on first use,
+        so a store closed and opened again gets a new one)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="kbindex-exact")
+        return self._executor
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -214,4 +222,6 @@ class ExactIndex:
 
     def shutdown(self) -> None:
         self.close()
-        self._thread.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None

@@ -93,8 +93,8 @@ class Indexer:
             await self._write(self.store.optimize)
         except sqlite3.DatabaseError as exc:
             # The refresh itself is done; a merge that does not fit (a full disk) is
-            # tried again once as many documents have been replaced once more.
-            self.store.replaced = 0
+            # tried again once as many documents have been written once more.
+            self.store.unmerged = 0
             log.warning("merging the full-text index failed: %s", exc)
             return
         log.info("merged the full-text index in %.2f s", time.monotonic() - began)
@@ -128,7 +128,7 @@ class Indexer:
                 self.health.progress = None
             self._writable()
             # Every saved file ends a refresh here: skip the hop to the writer thread
-            # until enough documents were replaced for a merge to be possible.
+            # until enough documents were written for a merge to be possible.
             if self.store.merge_possible and await self._write(self.store.optimize_due):
                 await self._optimize()
             if scope is None:

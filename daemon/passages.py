@@ -92,6 +92,10 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     text, lines = (
         (lowered, _line_pattern(needles)) if len(lowered) == len(body) else (body, pattern)
     )
+    # On the lower-cased text a line cannot hold more distinct spellings than there
+    # are: the first line that holds them all is the answer (for a one-word query,
+    # the first line it is on). The other pattern takes whole words: no such bound.
+    most = len(_spellings(needles)) if text is lowered else MAX_LINES
     best, start, pos = 0, 0, 0
     for _ in range(MAX_LINES):
         # One search finds the next line holding a needle; one findall counts the
@@ -106,6 +110,8 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
         distinct = len({w.lower() for w in lines.findall(text, line_start, line_end)})
         if distinct > best:
             best, start = distinct, line_start
+            if best >= most:
+                break
         pos = line_end + 1
     if best == 0:
         return None

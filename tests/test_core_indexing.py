@@ -228,7 +228,7 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
         for v in range(1, 6):
             for i in range(300):
                 store.apply([version(i, v)], [])  # type: ignore[list-item]
-        assert store.optimize_due()  # 1,500 replaced, over max(1,000, 300 / 4)
+        assert store.optimize_due()  # 3,300 written, over max(1,000, 300 / 4)
         bloated = live_pages()
         store.optimize()
         assert not store.optimize_due()
