@@ -190,8 +190,10 @@ class ExactIndex:
         self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
-        conn = self.conn
-        if conn.in_transaction:
+        # After a failed rebuild there is no connection: nothing to roll back, and an
+        # error here would hide the one being handled.
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
             with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
 
