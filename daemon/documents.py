@@ -36,6 +36,8 @@ _NAMES: Final = ", ".join(COLUMNS)
 _FROM_JSON: Final = ", ".join(f"value->>{i}" for i in range(len(COLUMNS) + 1))
 """rowid and the columns, from each ``[rowid, name, title, ...]`` of a JSON array."""
 _encode = msgspec.json.Encoder().encode
+IN_JSON: Final = "(SELECT value FROM json_each(?))"
+"""The values of a JSON array (``as_json``), for ``IN``."""
 STATEMENT_CHARS: Final = 4 << 20
 """Text per statement, at most about (one document may be larger): bounds the copies
 a batch makes (JSON text, SQLite's parse) to a few MB whatever the batch size."""
@@ -116,10 +118,10 @@ def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[ExactChange]
         return []
     ids = as_json(rowids)
     old = conn.execute(
-        f"SELECT rowid, {_NAMES} FROM {STEMMED} WHERE rowid IN (SELECT value FROM json_each(?))",
+        f"SELECT rowid, {_NAMES} FROM {STEMMED} WHERE rowid IN {IN_JSON}",
         (ids,),
     ).fetchall()
-    conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN (SELECT value FROM json_each(?))", (ids,))
+    conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
     return [ExactChange(r[0], old=(r[1], r[2], r[3], r[4], r[5])) for r in old]
 
 

@@ -140,8 +140,7 @@ Update = tuple[Seen, documents.Document | Loaded | Skipped]
 """A file seen by a scan and what reading it gave. The indexer passes a ``Document``
 (prepared in its reader thread); a ``Loaded`` is prepared here, on the writer thread."""
 
-_JSON_IDS: Final = "(SELECT value FROM json_each(?))"
-"""The values of a JSON array (``documents.as_json``), for ``IN``."""
+_JSON_IDS: Final = documents.IN_JSON
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 """A path, or anything under it as a directory: '0' sorts right after '/'."""
 
@@ -174,11 +173,11 @@ class Store:
         self.generation = 0
         """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
         self.writes = 0
+        """Committed write transactions (and rebuilds): what was counted from the index
+        stays true until this changes."""
         self.unmerged = 0
         """Documents written, rewritten or deleted since the last ``optimize``: each
         left entries (or a tombstone) in segments that a merge folds together."""
-        """Committed write transactions (and rebuilds): what was counted from the index
-        stays true until this changes."""
 
     # ------------------------------------------------------------ lifecycle
 
