@@ -115,8 +115,12 @@ class _Query:
             if len(rows) < self.limit:
                 total = len(rows)
             else:
+                # Trigger: the join found each match's files row (10,000 lookups for a
+                # common word: 3.5 ms of a 4 ms count). Why only with a path filter:
+                # every document has its files row, written in the same transaction.
+                joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
                 total = conn.execute(
-                    f"SELECT count(*) FROM {table} d JOIN files f ON f.id = d.rowid"
+                    f"SELECT count(*) FROM {table} d{joined_files}"
                     f" WHERE {table} MATCH ? AND {cond}",
                     [match, *params],
                 ).fetchone()[0]
