@@ -1,10 +1,10 @@
 """Writing one document into the two full-text tables, and taking it out again.
 
 ``docs`` (in the main index file) holds the text, stored once, and its stemmed index;
-``docs_exact`` (in a file of its own, see ``exactindex``) indexes the same columns
-unstemmed, for prefix queries, and stores no text. Every write goes through here so
-the two stay in step: a contentless table must be told a row's exact old values to
-remove its tokens, and those come from the text ``docs`` stores.
+``docs_exact`` (in a file of its own, see ``exactindex``) records which unstemmed
+words each document holds, for prefix queries, and stores no text. Every write goes
+through here so the two stay in step: a contentless table must be told a row's exact
+old text to remove its words, and that comes from the text ``docs`` stores.
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
 ``title``, ``body``, ``subwords`` and ``grams`` (see ``tokens``).
@@ -35,6 +35,8 @@ EXACT: Final = "docs_exact"
 _NAMES: Final = ", ".join(COLUMNS)
 _FROM_JSON: Final = ", ".join(f"value->>{i}" for i in range(len(COLUMNS) + 1))
 """rowid and the columns, from each ``[rowid, name, title, ...]`` of a JSON array."""
+_EXACT_JSON: Final = "value->>0, value->>1 FROM json_each(?)"
+"""rowid and text, from each ``[rowid, text]`` of a JSON array (``docs_exact``)."""
 _encode = msgspec.json.Encoder().encode
 IN_JSON: Final = "(SELECT value FROM json_each(?))"
 """The values of a JSON array (``as_json``), for ``IN``."""
@@ -84,12 +86,20 @@ def row(relpath: str, title: str, body: str) -> Row:
     return (relpath, title, body, tokens.subwords(relpath, body), tokens.grams(relpath, body))
 
 
+def exact_text(values: Row) -> str:
+    """What ``docs_exact`` indexes of a document: its path, body and derived words
+    (the title is part of the body). A function of the stored row alone, so a removal
+    gives the index the same text its insertion did."""
+    name, _title, body, subwords, grams = values
+    return "\n".join((name, body, subwords, grams))
+
+
 def as_json(items: Iterable[object]) -> str:
     """A JSON array for ``json_each`` (text: SQLite 3.40 takes no JSON blobs)."""
     return _encode(list(items)).decode()
 
 
-def _chunks(rows: Sequence[tuple[int, Row]]) -> Iterator[list[tuple[object, ...]]]:
+def _chunks(rows: Sequence[tuple[int, tuple[str, ...]]]) -> Iterator[list[tuple[object, ...]]]:
     """``(rowid, *values)`` lists of about STATEMENT_CHARS of text each."""
     chunk: list[tuple[object, ...]] = []
     size = 0
@@ -103,10 +113,10 @@ def _chunks(rows: Sequence[tuple[int, Row]]) -> Iterator[list[tuple[object, ...]
         yield chunk
 
 
-def insert(conn: sqlite3.Connection, table: str, rows: Sequence[tuple[int, Row]]) -> None:
-    """Add ``(rowid, values)`` rows to ``table`` (STEMMED or EXACT), a statement per
-    STATEMENT_CHARS of text; none of the rowids may be there yet."""
-    sql = f"INSERT INTO {table}(rowid, {_NAMES}) SELECT {_FROM_JSON} FROM json_each(?)"
+def insert(conn: sqlite3.Connection, rows: Sequence[tuple[int, Row]]) -> None:
+    """Add ``(rowid, values)`` rows to ``docs``, a statement per STATEMENT_CHARS of
+    text; none of the rowids may be there yet."""
+    sql = f"INSERT INTO {STEMMED}(rowid, {_NAMES}) SELECT {_FROM_JSON} FROM json_each(?)"
     for chunk in _chunks(rows):
         conn.execute(sql, (as_json(chunk),))
 
@@ -128,17 +138,17 @@ def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[ExactChange]
 def apply_exact(conn: sqlite3.Connection, changes: Sequence[ExactChange]) -> None:
     """Make ``docs_exact`` (on ``conn``) follow what was done to ``docs``: every removal,
     then every addition (a rewritten document is both, under one rowid)."""
-    sql = (
-        f"INSERT INTO {EXACT}({EXACT}, rowid, {_NAMES})"
-        f" SELECT 'delete', {_FROM_JSON} FROM json_each(?)"
-    )
-    for chunk in _chunks([(c.rowid, c.old) for c in changes if c.old is not None]):
-        conn.execute(sql, (as_json(chunk),))
-    insert(conn, EXACT, [(c.rowid, c.new) for c in changes if c.new is not None])
+    removed = [(c.rowid, (exact_text(c.old),)) for c in changes if c.old is not None]
+    added = [(c.rowid, (exact_text(c.new),)) for c in changes if c.new is not None]
+    delete = f"INSERT INTO {EXACT}({EXACT}, rowid, words) SELECT 'delete', {_EXACT_JSON}"
+    for chunk in _chunks(removed):
+        conn.execute(delete, (as_json(chunk),))
+    for chunk in _chunks(added):
+        conn.execute(f"INSERT INTO {EXACT}(rowid, words) SELECT {_EXACT_JSON}", (as_json(chunk),))
 
 
 def insert_doc(conn: sqlite3.Connection, file_id: int, doc: Document) -> None:
     """Index ``doc`` in both tables on one connection that sees both (the exact index
     attached): for tests and tools; the store writes the two in parallel instead."""
-    insert(conn, STEMMED, [(file_id, doc.row)])
-    insert(conn, EXACT, [(file_id, doc.row)])
+    insert(conn, [(file_id, doc.row)])
+    apply_exact(conn, [ExactChange(file_id, new=doc.row)])

@@ -1,27 +1,28 @@
-"""The unstemmed full-text index: a database file of its own, written in parallel.
+"""The unstemmed index: which documents hold which words exactly, in a file of its own.
 
 ``docs`` (in the main index file) is stemmed: porter turns "deprecation" into
-"deprec", so a prefix query ``deprecat*`` run there misses it. Prefix queries run on
-``docs_exact`` instead, the same five columns without stemming.
+"deprec", so a prefix query ``deprecat*`` run there misses it. This index answers the
+two questions a prefix query needs, with every word as written (lower-cased, accents
+folded, never stemmed): which words start with ``deprecat`` (its vocabulary,
+``VOCABULARY``), and which documents hold one (``docs_exact``). The searcher then
+ranks on ``docs`` by those whole words, which porter stems as it stemmed the text.
 
-Trigger: as a second table in the main file, it cost about as much as the stemmed
-index itself, all in the one writer thread that SQLite allows per file (a full index
-of the 205 MB bench corpus was writer-bound: 9.5 s inserting into ``docs``, 7.3 s into
-``docs_exact``, while the reader idled). Why a file of its own: its own connection
-writes it from its own thread while the main writer fills ``docs``, and SQLite
-releases the GIL in both (in-process, the two tables took 16.9 s in one file, 11.5 s
-in two).
+Trigger: it used to index the same five columns as ``docs`` with every position, a
+second full-text index as costly to write as the first (a full index of the 205 MB
+bench corpus ran at 57% of bare FTS5's speed with it, 72% with no unstemmed index at
+all, same run). Why ``detail=none``: positions and counts come from ``docs``; this
+index only says which document holds which word (143 MB -> 36 MB, a third less time
+to write). It is written by its own thread while the main writer fills ``docs``.
 
 It is contentless (``content=''``): the text is stored once, in ``docs``. Removing a
-row takes its old values, which the store reads from ``docs`` before changing it.
-Readers attach this file (``ATTACH_AS``) and take the text of a hit from ``docs``.
+row takes its old text, which the store reads from ``docs`` before changing it.
+Readers attach this file (``ATTACH_AS``).
 
 Consistency: the two files commit one after the other, this one first, and each
 holds a write counter (``meta.writes``) bumped in the same transaction. A crash
-between the two commits, a main commit that failed after this one, or this file
-missing or damaged, all show as counters that differ: the index is then rebuilt from
-the text ``docs`` stores (never from the user's files), in about the time it takes
-to write it the first time.
+between the two commits, a main commit that failed after this one, this file missing
+or damaged, or a file in an older layout, all show on open: the index is then rebuilt
+from the text ``docs`` stores (never from the user's files).
 """
 
 from __future__ import annotations
@@ -51,10 +52,15 @@ INSERT OR IGNORE INTO {schema}.meta VALUES ('writes', 0);
 """
 """The write counter, in both files (the main file gets it from its migration)."""
 
+COLUMNS: Final = ("words",)
+VOCABULARY: Final = "docs_exact_words"
+"""Every word of ``docs_exact`` with the number of documents holding it (fts5vocab)."""
+
 _SCHEMA: Final = f"""
 CREATE VIRTUAL TABLE {{schema}}.docs_exact USING fts5(
-    {", ".join(documents.COLUMNS)}, content='', tokenize='{TOKENIZER}'
+    words, content='', detail=none, tokenize='{TOKENIZER}'
 );
+CREATE VIRTUAL TABLE {{schema}}.{VOCABULARY} USING fts5vocab(docs_exact, 'row');
 INSERT INTO {{schema}}.docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
 INSERT INTO {{schema}}.docs_exact(docs_exact, rank) VALUES ('automerge', 16);
 """
@@ -74,6 +80,11 @@ def path_for(db_path: Path) -> Path:
 def writes(conn: sqlite3.Connection, schema: str = "main") -> int:
     row = conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'writes'").fetchone()
     return -1 if row is None else int(row[0])
+
+
+def layout(conn: sqlite3.Connection, schema: str = "main") -> tuple[str, ...]:
+    """The columns of ``docs_exact`` in ``schema`` (empty when it has none)."""
+    return tuple(r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({EXACT})"))
 
 
 def attach(conn: sqlite3.Connection, db_path: Path, *, readonly: bool = True) -> None:
@@ -121,6 +132,8 @@ class ExactIndex:
             check = conn.execute("PRAGMA quick_check").fetchone()
             if check is None or check[0] != "ok":
                 problem = "it failed quick_check"
+            elif layout(conn) != COLUMNS:
+                problem = "an older layout"
             else:
                 found = writes(conn)
                 problem = "" if found == expected else f"write {found}, main index {expected}"
@@ -133,7 +146,7 @@ class ExactIndex:
             with suppress(sqlite3.Error):
                 conn.close()
         if existed:
-            log.warning("unstemmed index %s unusable (%s): rebuilding it", self.path, problem)
+            log.warning("unstemmed index %s not usable (%s): rebuilding it", self.path, problem)
         self.rebuild(main)
 
     def _connect(self) -> sqlite3.Connection:

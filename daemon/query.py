@@ -16,6 +16,9 @@ whole and by its parts (``parseHttpRequest`` also as the phrase ``parse http req
 ``max_file_size_mb`` also as ``maxfilesizemb``), a run of Chinese or Japanese as the
 phrase of its character bigrams. A document holding the exact spelling matches every
 alternative and so ranks first.
+
+A prefix term (``deprecat*``) depends on the words the index holds: it stands in the
+expression as ``prefixes.placeholder`` and the searcher resolves it (see ``prefixes``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import tokens
+from kbindex.daemon import prefixes, tokens
 
 MODES: Final = ("auto", "all", "any", "raw")
 MAX_QUERY_CHARS: Final = 2000
@@ -80,7 +83,9 @@ class Term:
         if tokens.has_unsegmented(self.text):
             items = self._unsegmented(loose=False)
             return items[0] if len(items) == 1 else "(" + " AND ".join(items) + ")"
-        if not (self.phrase or self.prefix):
+        if self.prefix:
+            return prefixes.placeholder(self.text)
+        if not self.phrase:
             alternatives = tokens.identifier_alternatives(self.text)
             if alternatives:
                 # The spelling as typed counts only where the text really has it: in
@@ -89,7 +94,13 @@ class Term:
                 typed, parts, joined = alternatives
                 spellings = [f"{{{_TEXT_COLUMNS}}}: {_quote(typed)}", _quote(parts)]
                 return "(" + " OR ".join([*spellings, _quote(joined)]) + ")"
-        return _quote(self.text) + ("*" if self.prefix else "")
+        return _quote(self.text)
+
+    @property
+    def exact_prefix(self) -> bool:
+        """A prefix term run by its whole words (``prefixes``): all but CJK runs, whose
+        bigrams porter never touches."""
+        return self.prefix and not tokens.has_unsegmented(self.text)
 
     def loose(self) -> list[str]:
         """This term as items of a ranked OR (``any`` mode): the words it is made of, each
@@ -152,14 +163,17 @@ class Term:
 @dataclass(frozen=True, slots=True)
 class Compiled:
     match: str | None
-    """The MATCH expression, or None when nothing can match (no positive term)."""
+    """The MATCH expression for ``docs``, or None when nothing can match (no positive
+    term); prefix terms stand in it as ``prefixes.placeholder``."""
     mode: str
     terms: tuple[str, ...] = ()
     """Lower-cased strings that show where a term matched (to place the snippet)."""
     fallback: str | None = None
     """An ``any`` expression to try when ``all`` finds nothing."""
-    table: str = "docs"
-    """``docs`` (stemmed) or ``docs_exact`` (unstemmed, for prefix queries)."""
+    required_prefixes: tuple[str, ...] = ()
+    """Prefix terms every document ``match`` finds must hold exactly (``all`` mode)."""
+    excluded_prefixes: tuple[str, ...] = ()
+    """Prefix terms no document found may hold (``-deprecat*``), in either expression."""
 
 
 def parse(query: str) -> list[Term]:
@@ -196,8 +210,7 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     query = query.translate(_CONTROL_TO_SPACE)
     if mode == "raw":
         stripped = query.strip()
-        table = "docs_exact" if "*" in stripped else "docs"
-        return Compiled(stripped or None, "raw", tuple(_plain_words(stripped)), table=table)
+        return Compiled(stripped or None, "raw", tuple(_plain_words(stripped)))
     terms = parse(query)[:MAX_TERMS]
     positive = [t for t in terms if not t.negated]
     negative = [t for t in terms if t.negated]
@@ -205,10 +218,7 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
         return Compiled(None, "all" if mode == "auto" else mode)
     found = list(dict.fromkeys(n for t in positive for n in t.needles()))
     needles = tuple(n for n in found if n not in STOPWORDS) or tuple(found)
-    # Porter stems whole words: a prefix must run on the unstemmed table. A single CJK
-    # character is a prefix of bigrams, which stemming never touches.
-    prefixed = any(t.prefix and not tokens.has_unsegmented(t.text) for t in terms)
-    table = "docs_exact" if prefixed else "docs"
+    excluded = tuple(t.text for t in negative if t.exact_prefix)
     if mode == "auto":
         natural = len(terms) >= NATURAL_LANGUAGE_MIN_WORDS and all(
             not (t.phrase or t.prefix or t.negated) for t in terms
@@ -216,7 +226,7 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
         mode = "any" if natural else "all"
     any_expr = _join_any(positive, negative)
     if mode == "any":
-        return Compiled(any_expr, "any", needles, table=table)
+        return Compiled(any_expr, "any", needles, excluded_prefixes=excluded)
     all_expr = " AND ".join(t.fts() for t in positive)
     if negative:
         all_expr = f"({all_expr})" + _exclusions(negative)
@@ -224,7 +234,8 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     # ``any`` form matches its bigrams one by one.
     loose = len(positive) > 1 or tokens.has_unsegmented(positive[0].text)
     fallback = any_expr if loose and any_expr != all_expr else None
-    return Compiled(all_expr, "all", needles, fallback, table)
+    required = tuple(t.text for t in positive if t.exact_prefix)
+    return Compiled(all_expr, "all", needles, fallback, required, excluded)
 
 
 def _join_any(positive: list[Term], negative: list[Term]) -> str:
@@ -239,7 +250,9 @@ def _join_any(positive: list[Term], negative: list[Term]) -> str:
 
 
 def _exclusions(negative: list[Term]) -> str:
-    return "".join(f" NOT {t.fts()}" for t in negative)
+    # A stemmed form of an excluded prefix would also exclude words that merely share
+    # its stem: those go to ``Compiled.excluded_prefixes``, checked on the exact index.
+    return "".join(f" NOT {t.fts()}" for t in negative if not t.exact_prefix)
 
 
 def _plain_words(query: str) -> list[str]:

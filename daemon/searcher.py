@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import passages
-from kbindex.daemon.documents import STEMMED
+from kbindex.daemon import passages, prefixes
+from kbindex.daemon.documents import EXACT, STEMMED
 from kbindex.daemon.query import BadQuery, Compiled
 from kbindex.daemon.store import is_damage
 from kbindex.proto.messages import FileInfo, Hit
@@ -75,43 +75,55 @@ def search(
     if compiled.match is None:
         return SearchResult([], 0, compiled.mode)
     Deadline(conn, QUERY_DEADLINE_SECONDS)
-    query = _Query(compiled.table, limit, path_filter, compiled.terms, weights)
-    hits, total = query.run(conn, compiled.match)
+    query = _Query(limit, path_filter, compiled.terms, weights)
+    excluded = compiled.excluded_prefixes
+    hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
     mode = compiled.mode
     if total == 0 and compiled.fallback is not None:
-        hits, total = query.run(conn, compiled.fallback)
+        hits, total = query.run(conn, compiled.fallback, (), excluded)
         mode = "any"
     return SearchResult(hits, total, mode)
 
 
 @dataclass(frozen=True, slots=True)
 class _Query:
-    table: str
     limit: int
     path_filter: str | None
     needles: tuple[str, ...]
     weights: tuple[float, ...]
 
-    def run(self, conn: sqlite3.Connection, match: str) -> tuple[list[Hit], int]:
-        table = self.table
+    def run(
+        self,
+        conn: sqlite3.Connection,
+        match: str,
+        required: tuple[str, ...],
+        excluded: tuple[str, ...],
+    ) -> tuple[list[Hit], int]:
         cond, params = path_condition(self.path_filter)
         ranking = f"bm25({', '.join(str(w) for w in self.weights)})"
-        # Trigger: ORDER BY rank, not ORDER BY bm25(...). Why: FTS5 then sorts the
-        # matches itself and the SELECT list (the body) is read only for the rows
-        # returned; with ORDER BY an expression SQLite reads it for every match.
-        # No snippet() here: see ``passages``. The exact index stores no text: a hit's
-        # title and body come from ``docs``, by rowid, for the rows returned.
-        text, joined = (
-            ("d", "") if table == STEMMED else ("t", f"JOIN {STEMMED} t ON t.rowid = d.rowid")
-        )
-        sql = f"""
-            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, {text}.title, {text}.body, d.rank
-            FROM {table} d JOIN files f ON f.id = d.rowid {joined}
-            WHERE {table} MATCH ? AND d.rank MATCH ? AND {cond}
-            ORDER BY d.rank LIMIT ?
-        """
         try:
-            rows = conn.execute(sql, [match, ranking, *params, self.limit]).fetchall()
+            resolved = prefixes.resolve(conn, match, required, excluded)
+            # Trigger: a ``rowid IN`` that SQLite could hand to FTS5 became one MATCH per
+            # listed row, sorted again afterwards. Why the unary ``+``: it keeps the
+            # check out of FTS5's plan, so the list is built once and FTS5 still sorts.
+            checks, exact = "", []
+            holding = f"(SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?)"
+            for kind, expr in (("IN", resolved.require), ("NOT IN", resolved.exclude)):
+                if expr is not None:
+                    checks += f" AND +d.rowid {kind} {holding}"
+                    exact.append(expr)
+            # Trigger: ORDER BY rank, not ORDER BY bm25(...). Why: FTS5 then sorts the
+            # matches itself and the SELECT list (the body) is read only for the rows
+            # returned; with ORDER BY an expression SQLite reads it for every match.
+            # No snippet() here: see ``passages``.
+            sql = f"""
+                SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, d.rank
+                FROM {STEMMED} d JOIN files f ON f.id = d.rowid
+                WHERE {STEMMED} MATCH ? AND d.rank MATCH ? AND {cond}{checks}
+                ORDER BY d.rank LIMIT ?
+            """
+            args = [resolved.match, ranking, *params, *exact, self.limit]
+            rows = conn.execute(sql, args).fetchall()
             if len(rows) < self.limit:
                 total = len(rows)
             else:
@@ -120,9 +132,9 @@ class _Query:
                 # every document has its files row, written in the same transaction.
                 joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
                 total = conn.execute(
-                    f"SELECT count(*) FROM {table} d{joined_files}"
-                    f" WHERE {table} MATCH ? AND {cond}",
-                    [match, *params],
+                    f"SELECT count(*) FROM {STEMMED} d{joined_files}"
+                    f" WHERE {STEMMED} MATCH ? AND {cond}{checks}",
+                    [resolved.match, *params, *exact],
                 ).fetchone()[0]
         except sqlite3.OperationalError as exc:
             if is_damage(exc):

@@ -477,7 +477,7 @@ class Store:
                     after = documents.row(moved[before.rowid][start:], title, body)
                     renamed.append((before.rowid, after))
                     changes.append(ExactChange(before.rowid, old=before.old, new=after))
-                documents.insert(conn, documents.STEMMED, renamed)
+                documents.insert(conn, renamed)
                 self.unmerged += len(rows)
             self.exact.apply(changes)
         return len(rows)
@@ -561,7 +561,7 @@ class Store:
             changes += [ExactChange(file_id, new=values) for file_id, values in added]
             _together(
                 self.exact.submit(changes),
-                partial(documents.insert, conn, documents.STEMMED, added),
+                partial(documents.insert, conn, added),
             )
 
     def indexed_count(self) -> int:

@@ -1,0 +1,122 @@
+"""Prefix terms (``deprecat*``), resolved against the words the index holds.
+
+Porter stems the text of ``docs``: "deprecation" is indexed as "deprec", so the
+prefix ``deprecat*`` run there finds nothing, and ``universi*`` would find "universe"
+(stemmed "univers", like "university"). The exact index (``exactindex``) knows every
+word as written. A prefix term is resolved in two parts when a search runs:
+
+- Ranking and phrases: the words the exact index holds that start with the prefix,
+  each as a whole word on ``docs`` (``"deprecation" OR "deprecated"``). Porter stems
+  each as it stemmed the text, so they match, rank by their counts, and keep their
+  place in a phrase (``"foo ba"*`` becomes ``"foo bar" OR "foo baz"``).
+- Exactness: ``docs_exact MATCH '"deprecat"*'``, the documents holding such a word,
+  which a whole word's stem alone could widen ("universe" for ``universi*``). In
+  ``all`` mode a document must be among them; an excluded prefix (``-deprecat*``)
+  removes them, in every mode. In ``any`` mode a prefix is one alternative among
+  others and is not checked this way: a stem-mate of one of its words also counts.
+
+A prefix held by more than MAX_WORDS words (``a*``) also runs as FTS5's own prefix
+of stems, with the first MAX_WORDS words: stems of words that begin with a short
+prefix begin with it too, and the exactness check still applies.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from kbindex.daemon.exactindex import VOCABULARY
+
+MAX_WORDS: Final = 64
+"""Whole words a prefix becomes at most; each is one more phrase bm25 scores per match."""
+NOTHING: Final = '"\ue000\ue001"'
+"""A prefix no word of the index starts with: a phrase of private-use characters,
+which no text holds in practice (and the exactness check removes any that does)."""
+
+_MARK: Final = "\x01"
+"""Around a prefix term in a compiled expression: the query compiler turns every
+control character of a query into a space, so no input holds it."""
+_PLACEHOLDER: Final = re.compile(f"{_MARK}([^{_MARK}]*){_MARK}")
+_WORD: Final = re.compile(r"[^\W_]+")
+"""A word as unicode61 sees one: letters and digits; ``_`` separates."""
+
+
+def placeholder(text: str) -> str:
+    """Where the prefix term ``text`` (as typed, without its ``*``) stands in an
+    expression until ``resolve`` replaces it."""
+    return f"{_MARK}{text}{_MARK}"
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    match: str
+    """The MATCH expression for ``docs``, prefix terms replaced by whole words."""
+    require: str | None
+    """A MATCH for ``docs_exact`` every document found must satisfy, if any."""
+    exclude: str | None
+    """A MATCH for ``docs_exact`` no document found may satisfy, if any."""
+
+
+def resolve(
+    conn: sqlite3.Connection, match: str, required: Sequence[str], excluded: Sequence[str]
+) -> Resolved:
+    """``match`` with its prefix terms expanded (``conn`` has the exact index attached),
+    and the exactness checks of the ``required`` and ``excluded`` prefix terms."""
+    expanded = _PLACEHOLDER.sub(lambda m: _expand(conn, m.group(1)), match)
+    require = " AND ".join(_exact(t) for t in required) or None
+    exclude = " OR ".join(f"({_exact(t)})" for t in excluded) or None
+    return Resolved(expanded, require, exclude)
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _expand(conn: sqlite3.Connection, text: str) -> str:
+    found = list(_WORD.finditer(text))
+    if not found:
+        return NOTHING
+    last = found[-1]
+    head = text[: last.start()]  # words before the prefix, matched as a phrase with it
+    words = [
+        w
+        for (w,) in conn.execute(
+            f"SELECT term FROM {VOCABULARY} WHERE term >= ? AND term < ? LIMIT ?",
+            (*_bounds(fold(last.group())), MAX_WORDS + 1),
+        )
+    ]
+    phrases = [_quote(head + w) for w in words[:MAX_WORDS]]
+    if len(words) > MAX_WORDS:
+        phrases.insert(0, _quote(head + last.group()) + "*")
+    return "(" + " OR ".join(phrases) + ")" if phrases else NOTHING
+
+
+def _exact(text: str) -> str:
+    """The prefix term ``text`` as a document-level MATCH on ``docs_exact`` (which has
+    no positions): each word of it, the last as a prefix."""
+    words = _WORD.findall(text)
+    if not words:
+        return NOTHING
+    return " AND ".join([*map(_quote, words[:-1]), _quote(words[-1]) + "*"])
+
+
+def _bounds(prefix: str) -> tuple[str, str]:
+    """The range of terms that start with ``prefix``, in the index's (byte) order."""
+    return prefix, prefix + "\U0010ffff"
+
+
+def fold(word: str) -> str:
+    """``word`` as unicode61 (``remove_diacritics 2``) indexes it: lower case, accents
+    taken off Latin letters (``Café`` → ``cafe``)."""
+    word = word.lower()
+    if word.isascii():
+        return word
+    out = []
+    for ch in word:
+        base = unicodedata.normalize("NFD", ch)[0]
+        out.append(base if base.isascii() and base.isalpha() else ch)
+    return "".join(out)

@@ -1,0 +1,122 @@
+"""Prefix queries: whole words as written, ranked on the stemmed index.
+
+The stemmed index alone gets prefixes wrong both ways: ``deprecat*`` misses
+"deprecation" (stemmed "deprec"), and a stem shared by two words ("univers") would let
+``universi*`` find "universe". These tests write real documents through the store and
+search them through its reader pool, as the daemon does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kbindex.daemon import exactindex, prefixes, searcher
+from kbindex.daemon.query import compile_query
+from kbindex.daemon.scanner import Seen
+from kbindex.daemon.store import Store
+from kbindex.daemon.textfile import decode
+
+
+def note(name: str, text: str) -> tuple[Seen, object]:
+    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
+    return seen, decode(text.encode(), len(text), 1)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store(tmp_path / "index.sqlite3")
+    s.open()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def add(store: Store, **docs: str) -> None:
+    store.apply([note(f"{name}.md", text) for name, text in docs.items()], [])  # type: ignore[misc]
+
+
+def found(store: Store, query: str, mode: str = "auto", limit: int = 100) -> list[str]:
+    """Relative paths, best first."""
+    with store.reader() as conn:
+        result = searcher.search(conn, compile_query(query, mode), limit, None)
+    return [hit.relpath for hit in result.hits]
+
+
+def test_a_prefix_finds_the_words_porter_stems_away_and_ranks_by_count(store: Store) -> None:
+    add(
+        store,
+        once="deprecation notice for the old api, and some other words here",
+        thrice="deprecated, deprecated and deprecate again in this one notice",
+        unrelated="nothing to see in this note at all, just words",
+    )
+    assert found(store, "deprecat*") == ["thrice.md", "once.md"]
+    assert found(store, "DEPRECAT*") == ["thrice.md", "once.md"]  # typed case is folded
+
+
+def test_a_prefix_does_not_widen_to_words_that_share_a_stem(store: Store) -> None:
+    # "universe" and "university" both stem to "univers".
+    add(store, cosmos="the universe is wide", campus="the university campus is wide")
+    assert found(store, "universi*") == ["campus.md"]
+    assert found(store, "universi* wide") == ["campus.md"]
+    # Excluded by the exact words too: the stem-mate stays.
+    assert found(store, "wide -universi*") == ["cosmos.md"]
+    assert found(store, "wide -universi*", mode="any") == ["cosmos.md"]
+
+
+def test_a_phrase_prefix_keeps_word_order(store: Store) -> None:
+    add(store, ordered="foo bartender", reversed="bartender foo", apart="foo and then bar")
+    assert found(store, '"foo bart"*') == ["ordered.md"]
+    assert found(store, "foo-bart*") == ["ordered.md"]  # an identifier is a phrase too
+
+
+def test_accents_and_case_fold_as_the_index_folds_them(store: Store) -> None:
+    add(store, cafe="Café Society meets weekly")
+    assert found(store, "caf*") == ["cafe.md"]
+    assert found(store, "CAFÉ*") == ["cafe.md"]
+    assert prefixes.fold("Ærøskøbing Café") == "ærøskøbing cafe"  # no decomposition: kept
+
+
+def test_a_prefix_of_more_words_than_it_expands_to_still_finds_them_all(store: Store) -> None:
+    many = prefixes.MAX_WORDS + 10
+    add(store, **{f"n{i}": f"zq{i:03d}word and filler" for i in range(many)})
+    assert len(found(store, "zq*")) == many
+    assert sorted(found(store, "zq07*")) == ["n70.md", "n71.md", "n72.md", "n73.md"]
+    with store.reader() as conn:
+        result = searcher.search(conn, compile_query("zq*"), 10, None)
+    assert result.total == many and len(result.hits) == 10
+
+
+def test_a_prefix_no_word_starts_with_matches_nothing_and_falls_back(store: Store) -> None:
+    add(store, a="alpha beta", b="beta gamma")
+    assert found(store, "qqqq*") == []
+    with store.reader() as conn:
+        result = searcher.search(conn, compile_query("alpha qqqq*"), 10, None)
+    assert result.mode == "any" and [h.relpath for h in result.hits] == ["a.md"]
+
+
+def test_an_exact_file_in_the_old_layout_is_rebuilt_on_open(tmp_path: Path) -> None:
+    """The exact file used to index five positional columns; one left by an older
+    kbindexd (its counter still matching) is rebuilt from the stored text."""
+    db = tmp_path / "index.sqlite3"
+    s = Store(db)
+    s.open()
+    add(s, old="deprecation of the old layout")
+    s.close()
+    conn = sqlite3.connect(exactindex.path_for(db))
+    conn.executescript(
+        "DROP TABLE docs_exact_words; DROP TABLE docs_exact;"
+        " CREATE VIRTUAL TABLE docs_exact USING fts5("
+        "name, title, body, subwords, grams, content='', tokenize='unicode61');"
+    )
+    conn.close()
+    s = Store(db)
+    s.open()
+    try:
+        assert exactindex.layout(s.exact.conn) == exactindex.COLUMNS
+        assert found(s, "deprecat*") == ["old.md"]
+    finally:
+        s.close()
