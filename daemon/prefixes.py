@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon import tokens
 from kbindex.daemon.exactindex import VOCABULARY
 
 MAX_WORDS: Final = 64
@@ -41,8 +42,6 @@ _MARK: Final = "\x01"
 """Around a prefix term in a compiled expression: the query compiler turns every
 control character of a query into a space, so no input holds it."""
 _PLACEHOLDER: Final = re.compile(f"{_MARK}([^{_MARK}]*){_MARK}")
-_WORD: Final = re.compile(r"[^\W_]+")
-"""A word as unicode61 sees one: letters and digits; ``_`` separates."""
 
 
 def placeholder(text: str) -> str:
@@ -77,7 +76,7 @@ def _quote(text: str) -> str:
 
 
 def _expand(conn: sqlite3.Connection, text: str) -> str:
-    found = list(_WORD.finditer(text))
+    found = list(tokens.WORD.finditer(text))
     if not found:
         return NOTHING
     last = found[-1]
@@ -98,7 +97,7 @@ def _expand(conn: sqlite3.Connection, text: str) -> str:
 def _exact(text: str) -> str:
     """The prefix term ``text`` as a document-level MATCH on ``docs_exact`` (which has
     no positions): each word of it, the last as a prefix."""
-    words = _WORD.findall(text)
+    words = tokens.WORD.findall(text)
     if not words:
         return NOTHING
     return " AND ".join([*map(_quote, words[:-1]), _quote(words[-1]) + "*"])

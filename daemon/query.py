@@ -45,8 +45,6 @@ _TOKEN = re.compile(r'(-?)"([^"]*)"?(\*?)|(\S+)')
 _EDGE = re.compile(r"^[^\w]+|[^\w*]+$")
 _TEXT_COLUMNS: Final = "name title body"
 """The columns holding the document's own text (not derived words)."""
-_WORD = re.compile(r"[^\W_]+")
-"""A word as unicode61 sees one: letters and digits; ``_`` separates."""
 
 STOPWORDS: Final = frozenset(
     """
@@ -112,7 +110,7 @@ class Term:
         # Trigger: a question holds "0-dimensional", "IL-10", "max_file_size". Why split:
         # as one phrase, a document with "dimensional" alone scored nothing for it
         # (SciFact train nDCG@10 0.698 with phrases, 0.703 with separate words).
-        words = _WORD.findall(self.text)
+        words = tokens.WORD.findall(self.text)
         kept = [w for w in words if w.lower() not in STOPWORDS] or words
         items = [_quote(w) for w in kept]
         alternatives = tokens.identifier_alternatives(self.text)
@@ -141,7 +139,7 @@ class Term:
                 items.append(f"{{grams}}: {_quote(' '.join(grams))}")
         rest = tokens.without_unsegmented(self.text)
         if loose:
-            items += [_quote(w) for w in _WORD.findall(rest)]
+            items += [_quote(w) for w in tokens.WORD.findall(rest)]
         elif any(ch.isalnum() for ch in rest):
             items.append(_quote(rest) + ("*" if self.prefix else ""))
         return items
@@ -155,7 +153,7 @@ class Term:
         text = self.text.lower()
         # A phrase matches across punctuation and line breaks, so its words are
         # needles too (after the phrase itself, which wins where it occurs as typed).
-        parts = [w.lower() for w in _WORD.findall(self.text)] if self.phrase else []
+        parts = [w.lower() for w in tokens.WORD.findall(self.text)] if self.phrase else []
         parts += tokens.split_identifier(self.text) if not self.phrase else []
         return [text, *(p for p in dict.fromkeys(parts) if p != text and len(p) > 1)]
 

@@ -38,6 +38,8 @@ _PART: Final = re.compile(
     r"|[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*|[0-9]+"
 )
 _IDENTIFIER: Final = re.compile(r"[A-Za-z0-9]+(?:[_-]+[A-Za-z0-9]+)*")
+WORD: Final = re.compile(r"[^\W_]+")
+"""A word as unicode61 sees one: letters and digits; ``_`` separates."""
 
 # Scripts written without spaces between words: CJK ideographs (with 々〆〇), kana,
 # Hangul, Thai, Lao, Myanmar, Khmer. Hangul has spaces, but particles stick to words.
