@@ -221,13 +221,6 @@ class ExactIndex:
         with suppress(sqlite3.Error):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def size_bytes(self) -> int:
-        total = 0
-        for suffix in ("", "-wal"):
-            with suppress(OSError):
-                total += Path(f"{self.path}{suffix}").stat().st_size
-        return total
-
     def close(self) -> None:
         if self._conn is not None:
             with suppress(sqlite3.Error):

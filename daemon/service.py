@@ -18,7 +18,7 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from kbindex.daemon import config_file, exactindex, searcher, textfile
+from kbindex.daemon import config_file, searcher, textfile
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.health import Health
@@ -27,7 +27,7 @@ from kbindex.daemon.query import BadQuery, compile_query
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
-from kbindex.daemon.store import Store, is_damage, is_unwritable
+from kbindex.daemon.store import Store, disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.watcher import Watcher
 from kbindex.proto.messages import (
     MAX_LIMIT,
@@ -514,12 +514,8 @@ def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:
     rows = conn.execute("PRAGMA quick_check").fetchall()
     integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
     # quick_check covers the attached exact index too; its bytes count with the index.
-    files = (db, exactindex.path_for(db))
-    sizes = [
-        sum(os.stat(p).st_size for p in paths if os.path.exists(p))
-        for paths in (files, [f"{f}-wal" for f in files])
-    ]
-    return CheckReply(integrity=integrity, db_bytes=sizes[0], wal_bytes=sizes[1])
+    db_bytes, wal_bytes = disk_bytes(db)
+    return CheckReply(integrity=integrity, db_bytes=db_bytes, wal_bytes=wal_bytes)
 
 
 def _limit(value: int, *, maximum: int = MAX_LIMIT) -> int:

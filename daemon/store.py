@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from kbindex.daemon import documents, exactindex
-from kbindex.daemon.documents import ExactChange, as_json
+from kbindex.daemon.documents import IN_JSON, ExactChange, as_json
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.textfile import Loaded, Skipped
 
@@ -140,7 +140,6 @@ Update = tuple[Seen, documents.Document | Loaded | Skipped]
 """A file seen by a scan and what reading it gave. The indexer passes a ``Document``
 (prepared in its reader thread); a ``Loaded`` is prepared here, on the writer thread."""
 
-_JSON_IDS: Final = documents.IN_JSON
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 """A path, or anything under it as a directory: '0' sorts right after '/'."""
 
@@ -459,7 +458,7 @@ class Store:
                 there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
                 replaced = [i for (i,) in there.fetchall() if i not in moving]
                 self._drop(conn, replaced, changes)
-                conn.execute(f"DELETE FROM files WHERE id IN {_JSON_IDS}", (as_json(replaced),))
+                conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
                 start = len(new_root) + 1
                 moved = {file_id: new + path[len(old) :] for file_id, path in rows}
                 conn.execute(
@@ -506,13 +505,13 @@ class Store:
         with self._transaction():
             known: dict[str, int] = dict(
                 conn.execute(
-                    f"SELECT path, id FROM files WHERE path IN {_JSON_IDS}",
+                    f"SELECT path, id FROM files WHERE path IN {IN_JSON}",
                     (as_json([*deletes, *latest]),),
                 )
             )
             gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
             self._drop(conn, [*gone, *(known[p] for p in latest if p in known)], changes)
-            conn.execute(f"DELETE FROM files WHERE id IN {_JSON_IDS}", (as_json(gone),))
+            conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
             texts: dict[str, documents.Row] = {}
@@ -570,11 +569,18 @@ class Store:
         return int(row[0])
 
     def size_bytes(self) -> int:
-        total = self.exact.size_bytes()
-        for suffix in ("", "-wal"):
+        return sum(disk_bytes(self.db_path))
+
+
+def disk_bytes(db_path: Path) -> tuple[int, int]:
+    """Bytes on disk of the index at ``db_path``: its database files (the main file and
+    the exact index beside it) and their write-ahead logs. A file not there counts 0."""
+    sizes = [0, 0]
+    for path in (db_path, exactindex.path_for(db_path)):
+        for i, suffix in enumerate(("", "-wal")):
             with suppress(OSError):
-                total += os.stat(f"{self.db_path}{suffix}").st_size
-        return total
+                sizes[i] += os.stat(f"{path}{suffix}").st_size
+    return sizes[0], sizes[1]
 
 
 def _together(elsewhere: Future[None], here: Callable[[], None]) -> None:

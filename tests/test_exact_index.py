@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kbindex.daemon import exactindex
 from kbindex.daemon.scanner import Seen
-from kbindex.daemon.store import Store
+from kbindex.daemon.store import Store, disk_bytes
 from kbindex.daemon.textfile import decode
 
 
@@ -156,3 +156,13 @@ def test_a_full_main_file_leaves_both_as_they_were(store: Store) -> None:
     store.apply(big, [])  # type: ignore[arg-type]
     assert len(prefix_hits(store, "bigword*")) == 20
     assert_in_step(store)
+
+
+def test_the_index_size_counts_both_files_and_their_logs(store: Store, db: Path) -> None:
+    """``kbctl status`` and ``doctor`` report the index's bytes on disk: the main file,
+    the exact file beside it, and each one's write-ahead log."""
+    store.apply([note("a.md", "sizeable " * 2000)], [])  # type: ignore[list-item]
+    files = [db, exactindex.path_for(db)]
+    on_disk = [Path(f"{f}{s}").stat().st_size for f in files for s in ("", "-wal")]
+    assert all(on_disk) and sum(disk_bytes(db)) == store.size_bytes() == sum(on_disk)
+    assert disk_bytes(db) == (on_disk[0] + on_disk[2], on_disk[1] + on_disk[3])
