@@ -44,6 +44,11 @@ control character of a query into a space, so no input holds it."""
 _PLACEHOLDER: Final = re.compile(f"{_MARK}([^{_MARK}]*){_MARK}")
 
 
+def holds_prefix(expr: str) -> bool:
+    """Whether ``expr`` has a prefix term in it, still to be resolved."""
+    return _MARK in expr
+
+
 def placeholder(text: str) -> str:
     """Where the prefix term ``text`` (as typed, without its ``*``) stands in an
     expression until ``resolve`` replaces it."""

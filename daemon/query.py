@@ -159,6 +159,21 @@ class Term:
 
 
 @dataclass(frozen=True, slots=True)
+class Alternatives:
+    """An ``any`` expression by its parts: a document matches when it holds one of the
+    items and none of the exclusions. The searcher may leave out items too common to
+    select anything (``frequency``)."""
+
+    items: tuple[str, ...]
+    exclusions: str = ""
+
+    def expression(self, items: tuple[str, ...] | None = None) -> str:
+        """The MATCH expression of ``items`` (by default all of them)."""
+        expr = " OR ".join(self.items if items is None else items)
+        return f"({expr}){self.exclusions}" if self.exclusions else expr
+
+
+@dataclass(frozen=True, slots=True)
 class Compiled:
     match: str | None
     """The MATCH expression for ``docs``, or None when nothing can match (no positive
@@ -172,6 +187,8 @@ class Compiled:
     """Prefix terms every document ``match`` finds must hold exactly (``all`` mode)."""
     excluded_prefixes: tuple[str, ...] = ()
     """Prefix terms no document found may hold (``-deprecat*``), in either expression."""
+    alternatives: Alternatives | None = None
+    """The ``any`` expression (``match`` in ``any`` mode, else ``fallback``) by its parts."""
 
 
 def parse(query: str) -> list[Term]:
@@ -222,9 +239,12 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
             not (t.phrase or t.prefix or t.negated) for t in terms
         )
         mode = "any" if natural else "all"
-    any_expr = _join_any(positive, negative)
+    alternatives = _join_any(positive, negative)
+    any_expr = alternatives.expression()
     if mode == "any":
-        return Compiled(any_expr, "any", needles, excluded_prefixes=excluded)
+        return Compiled(
+            any_expr, "any", needles, excluded_prefixes=excluded, alternatives=alternatives
+        )
     all_expr = " AND ".join(t.fts() for t in positive)
     if negative:
         all_expr = f"({all_expr})" + _exclusions(negative)
@@ -233,18 +253,18 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     loose = len(positive) > 1 or tokens.has_unsegmented(positive[0].text)
     fallback = any_expr if loose and any_expr != all_expr else None
     required = tuple(t.text for t in positive if t.exact_prefix)
-    return Compiled(all_expr, "all", needles, fallback, required, excluded)
+    return Compiled(
+        all_expr, "all", needles, fallback, required, excluded, alternatives if fallback else None
+    )
 
 
-def _join_any(positive: list[Term], negative: list[Term]) -> str:
+def _join_any(positive: list[Term], negative: list[Term]) -> Alternatives:
     # Stop words add cost and noise to an OR query; keep them only if nothing else is left.
     meaningful = [t for t in positive if t.phrase or t.text.lower() not in STOPWORDS]
     chosen = meaningful or positive
     # A word typed twice counts twice, as query term frequency does in BM25.
-    expr = " OR ".join(item for t in chosen for item in t.loose())
-    if negative:
-        expr = f"({expr})" + _exclusions(negative)
-    return expr
+    items = tuple(item for t in chosen for item in t.loose())
+    return Alternatives(items, _exclusions(negative) if negative else "")
 
 
 def _exclusions(negative: list[Term]) -> str:

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import passages, prefixes
+from kbindex.daemon import frequency, passages, prefixes
 from kbindex.daemon.documents import EXACT, STEMMED
-from kbindex.daemon.query import BadQuery, Compiled
+from kbindex.daemon.query import Alternatives, BadQuery, Compiled
 from kbindex.daemon.store import is_damage
 from kbindex.proto.messages import FileInfo, Hit
 
@@ -77,12 +77,18 @@ def search(
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     query = _Query(limit, path_filter, compiled.terms, weights)
     excluded = compiled.excluded_prefixes
-    hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
-    mode = compiled.mode
+    alternatives = compiled.alternatives
+    if compiled.mode == "any" and alternatives is not None:
+        hits, total = query.run_any(conn, alternatives, excluded)
+    else:
+        hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
     if total == 0 and compiled.fallback is not None:
-        hits, total = query.run(conn, compiled.fallback, (), excluded)
-        mode = "any"
-    return SearchResult(hits, total, mode)
+        if alternatives is not None:
+            hits, total = query.run_any(conn, alternatives, excluded)
+        else:
+            hits, total = query.run(conn, compiled.fallback, (), excluded)
+        return SearchResult(hits, total, "any")
+    return SearchResult(hits, total, compiled.mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,18 @@ class _Query:
     path_filter: str | None
     needles: tuple[str, ...]
     weights: tuple[float, ...]
+
+    def run_any(
+        self, conn: sqlite3.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
+    ) -> tuple[list[Hit], int]:
+        """An ``any`` expression, its common items left out where that still fills the
+        list (see ``frequency``)."""
+        selective = frequency.selective(conn, alternatives)
+        if selective is not None:
+            hits, total = self.run(conn, alternatives.expression(selective), (), excluded)
+            if len(hits) >= self.limit:
+                return hits, total
+        return self.run(conn, alternatives.expression(), (), excluded)
 
     def run(
         self,
