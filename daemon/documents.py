@@ -3,8 +3,8 @@
 ``docs`` (in the main index file) holds the text, stored once, and its stemmed index;
 ``docs_exact`` (in a file of its own, see ``exactindex``) records which unstemmed
 words each document holds, for prefix queries, and stores no text. Every write goes
-through here so the two stay in step: a contentless table must be told a row's exact
-old text to remove its words, and that comes from the text ``docs`` stores.
+through here so the two stay in step: a contentless table must be told a row's old
+words to remove them, and ``exact_text`` derives them from the text ``docs`` stores.
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
 ``title``, ``body``, ``subwords`` and ``grams`` (see ``tokens``).
@@ -50,7 +50,8 @@ Row = tuple[str, str, str, str, str]
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A file ready to be written: what was loaded, and its column values.
+    """A file ready to be written: what was loaded, its column values, and the text of
+    its words for the exact index (``exact_text`` of ``row``).
 
     Trigger: the derived columns cost about as much Python time as reading the files
     (6 s of a 205 MB full index). Why a type of its own: the indexer builds it in its
@@ -60,38 +61,56 @@ class Document:
 
     loaded: Loaded
     row: Row
+    exact: str
 
 
 @dataclass(frozen=True, slots=True)
 class ExactChange:
-    """One row of ``docs_exact`` to remove (``old``: its values) and/or add (``new``)."""
+    """One row of ``docs_exact`` to remove and/or add, by its ``exact_text``."""
 
     rowid: int
-    old: Row | None = None
-    new: Row | None = None
+    old: str | None = None
+    new: str | None = None
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
     """``loaded`` (the file at ``relpath`` in its root) with its column values."""
-    return Document(loaded, row(relpath, loaded.title, loaded.text))
+    return Document(loaded, *row_and_words(relpath, loaded.title, loaded.text))
 
 
 def row(relpath: str, title: str, body: str) -> Row:
+    """The column values of a document."""
+    return row_and_words(relpath, title, body)[0]
+
+
+def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:
+    """The column values of a document and its ``exact_text``, which shares their work."""
     # NUL (possible past the 8 KiB that text detection samples) separates words for
     # FTS5 anyway, and SQLite's JSON functions would cut the text at it: a space.
     if "\x00" in body:
         body, title = body.replace("\x00", " "), title.replace("\x00", " ")
     # The title is part of the body (a heading or front matter), so only the path and
     # the body feed the derived columns.
-    return (relpath, title, body, tokens.subwords(relpath, body), tokens.grams(relpath, body))
+    found = tokens.chunks(relpath, body)
+    subwords, grams = tokens.subwords_of(found), tokens.grams(relpath, body)
+    return (relpath, title, body, subwords, grams), _exact(found, subwords, grams)
 
 
 def exact_text(values: Row) -> str:
-    """What ``docs_exact`` indexes of a document: its path, body and derived words
-    (the title is part of the body). A function of the stored row alone, so a removal
-    gives the index the same text its insertion did."""
+    """What ``docs_exact`` indexes of a document: the distinct words of its path and
+    body, and its derived words (the title is part of the body). A function of the
+    stored row alone, so a removal gives the index the words its insertion did.
+
+    Trigger: the exact index tokenized every document whole, on a thread of its own
+    beside the stemmed index. Why distinct words: it keeps no positions or counts
+    (``detail=none``), so each word once is enough, and the bench corpus has about
+    half as many distinct words as words."""
     name, _title, body, subwords, grams = values
-    return "\n".join((name, body, subwords, grams))
+    return _exact(tokens.chunks(name, body), subwords, grams)
+
+
+def _exact(found: dict[bytes, None], subwords: str, grams: str) -> str:
+    return "\n".join((tokens.exact_words(found), subwords, grams))
 
 
 def as_json(items: Iterable[object]) -> str:
@@ -121,9 +140,9 @@ def insert(conn: sqlite3.Connection, rows: Sequence[tuple[int, Row]]) -> None:
         conn.execute(sql, (as_json(chunk),))
 
 
-def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[ExactChange]:
-    """Delete these documents from ``docs`` (absent ones are skipped); returns what
-    ``docs_exact`` must remove, with the old values it needs."""
+def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, Row]]:
+    """Delete these documents from ``docs`` (absent ones are skipped); returns their
+    old values (``exact_text`` of which ``docs_exact`` must remove)."""
     if not rowids:
         return []
     ids = as_json(rowids)
@@ -132,14 +151,14 @@ def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[ExactChange]
         (ids,),
     ).fetchall()
     conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
-    return [ExactChange(r[0], old=(r[1], r[2], r[3], r[4], r[5])) for r in old]
+    return [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
 
 
 def apply_exact(conn: sqlite3.Connection, changes: Sequence[ExactChange]) -> None:
     """Make ``docs_exact`` (on ``conn``) follow what was done to ``docs``: every removal,
     then every addition (a rewritten document is both, under one rowid)."""
-    removed = [(c.rowid, (exact_text(c.old),)) for c in changes if c.old is not None]
-    added = [(c.rowid, (exact_text(c.new),)) for c in changes if c.new is not None]
+    removed = [(c.rowid, (c.old,)) for c in changes if c.old is not None]
+    added = [(c.rowid, (c.new,)) for c in changes if c.new is not None]
     delete = f"INSERT INTO {EXACT}({EXACT}, rowid, words) SELECT 'delete', {_EXACT_JSON}"
     for chunk in _chunks(removed):
         conn.execute(delete, (as_json(chunk),))
@@ -151,4 +170,4 @@ def insert_doc(conn: sqlite3.Connection, file_id: int, doc: Document) -> None:
     """Index ``doc`` in both tables on one connection that sees both (the exact index
     attached): for tests and tools; the store writes the two in parallel instead."""
     insert(conn, [(file_id, doc.row)])
-    apply_exact(conn, [ExactChange(file_id, new=doc.row)])
+    apply_exact(conn, [ExactChange(file_id, new=doc.exact)])

@@ -167,7 +167,10 @@ class ExactIndex:
         try:
             rows = main.execute(f"SELECT rowid, {', '.join(documents.COLUMNS)} FROM docs")
             while batch := rows.fetchmany(COPY_ROWS):
-                changes = [ExactChange(r[0], new=(r[1], r[2], r[3], r[4], r[5])) for r in batch]
+                changes = [
+                    ExactChange(r[0], new=documents.exact_text((r[1], r[2], r[3], r[4], r[5])))
+                    for r in batch
+                ]
                 documents.apply_exact(conn, changes)
             conn.execute("UPDATE meta SET value = ? WHERE key = 'writes'", (writes(main),))
             conn.execute("COMMIT")

@@ -336,7 +336,8 @@ class Store:
     def _drop(self, conn: sqlite3.Connection, ids: Sequence[int], into: list[ExactChange]) -> None:
         """Remove these documents from ``docs``; what the exact index must remove goes to
         ``into``."""
-        into += documents.remove(conn, ids)
+        removed = documents.remove(conn, ids)
+        into += [ExactChange(rowid, old=documents.exact_text(old)) for rowid, old in removed]
         self.unmerged += len(ids)
 
     @property
@@ -470,12 +471,12 @@ class Store:
                 # searches for a file's name): re-indexed from the stored text, never
                 # from the file. Skipped files have no document.
                 renamed = []
-                for before in documents.remove(conn, list(moved)):
-                    assert before.old is not None  # what remove returns always has it
-                    _, title, body, *_ = before.old
-                    after = documents.row(moved[before.rowid][start:], title, body)
-                    renamed.append((before.rowid, after))
-                    changes.append(ExactChange(before.rowid, old=before.old, new=after))
+                for rowid, before in documents.remove(conn, list(moved)):
+                    _, title, body, *_ = before
+                    after, words = documents.row_and_words(moved[rowid][start:], title, body)
+                    renamed.append((rowid, after))
+                    old = documents.exact_text(before)
+                    changes.append(ExactChange(rowid, old=old, new=words))
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
             self.exact.apply(changes)
@@ -514,7 +515,7 @@ class Store:
             conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
-            texts: dict[str, documents.Row] = {}
+            texts: dict[str, documents.Document] = {}
             for path, (seen, given) in latest.items():
                 outcome = (
                     documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
@@ -523,7 +524,7 @@ class Store:
                 if isinstance(outcome, documents.Document):
                     loaded = outcome.loaded
                     values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
-                    texts[path] = outcome.row
+                    texts[path] = outcome
                 else:
                     values = (
                         outcome.size or seen.size,
@@ -555,9 +556,9 @@ class Store:
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
-            added = [(ids[path], values) for path, values in texts.items()]
+            added = [(ids[path], doc.row) for path, doc in texts.items()]
             self.unmerged += len(added)
-            changes += [ExactChange(file_id, new=values) for file_id, values in added]
+            changes += [ExactChange(ids[path], new=doc.exact) for path, doc in texts.items()]
             _together(
                 self.exact.submit(changes),
                 partial(documents.insert, conn, added),

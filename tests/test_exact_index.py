@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kbindex.daemon import exactindex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kbindex.daemon import documents, exactindex
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store, disk_bytes
 from kbindex.daemon.textfile import decode
@@ -166,3 +168,46 @@ def test_the_index_size_counts_both_files_and_their_logs(store: Store, db: Path)
     on_disk = [Path(f"{f}{s}").stat().st_size for f in files for s in ("", "-wal")]
     assert all(on_disk) and sum(disk_bytes(db)) == store.size_bytes() == sum(on_disk)
     assert disk_bytes(db) == (on_disk[0] + on_disk[2], on_disk[1] + on_disk[3])
+
+
+def _words(texts: list[str]) -> set[str]:
+    """The words unicode61 (as the exact index configures it) finds in ``texts``."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(x, tokenize='{exactindex.TOKENIZER}')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    conn.executemany("INSERT INTO t(x) VALUES (?)", [(t,) for t in texts])
+    return {w for (w,) in conn.execute("SELECT term FROM v")}
+
+
+# Words, identifiers, accents, CJK, punctuation and separators unicode61 knows.
+_PIECES = st.sampled_from(
+    ["parseHttpRequest", "max_file-size", "Café", "naïve_Parser", "東京都", "don’t", "a.b/c",
+     "x\u00a0y", "İstanbul", "ﬁle", "e\u0301", "--flag", "v2.0", "😀", "\t", "\n", " ", "Ω"]
+)  # fmt: skip
+
+
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=30), st.text(max_size=10))
+@settings(max_examples=300, deadline=None)
+def test_the_exact_words_are_the_words_of_the_whole_text(pieces: list[str], name: str) -> None:
+    body = "".join(pieces)
+    values, words = documents.row_and_words(name, "", body)
+    # What an insertion gives the index is what a removal recomputes from the row.
+    assert words == documents.exact_text(values)
+    _, _, stored_body, subwords, grams = values
+    whole = "\n".join((name, stored_body, subwords, grams))
+    assert _words([words]) == _words([whole])
+
+
+def test_a_rewritten_or_deleted_document_takes_its_old_words_out(store: Store) -> None:
+    def vocabulary() -> dict[str, int]:
+        return dict(store.exact.conn.execute(f"SELECT term, doc FROM {exactindex.VOCABULARY}"))
+
+    store.apply([note("a.md", "alpha beta, beta"), note("b.md", "beta gamma")], [])  # type: ignore[list-item]
+    assert vocabulary() == {"a": 1, "alpha": 1, "b": 1, "beta": 2, "gamma": 1, "md": 2}
+    store.apply([note("a.md", "delta")], [])  # type: ignore[list-item]
+    assert vocabulary() == {"a": 1, "b": 1, "beta": 1, "delta": 1, "gamma": 1, "md": 2}
+    store.move("/r/b.md", "/r/c.md", "/r")
+    assert vocabulary() == {"a": 1, "beta": 1, "c": 1, "delta": 1, "gamma": 1, "md": 2}
+    store.apply([], ["/r/a.md", "/r/c.md"])
+    assert vocabulary() == {}
+    assert_in_step(store)
