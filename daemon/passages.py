@@ -62,6 +62,24 @@ def _spellings(needles: tuple[str, ...]) -> dict[str, None]:
 
 
 @lru_cache(maxsize=256)
+def _coverage(needles: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """For each spelling, the needles an occurrence of it shows: those it contains (a
+    phrase holds its words, ``max_file_size`` its parts), or the one it is the stem of.
+
+    Trigger: a line was scored by the distinct spellings on it, so for the query
+    ``"zeels feling"`` a line with "zeels" and "feling" apart (two) beat the line
+    with the phrase itself (one), and no line ever held all three, so every search
+    read MAX_LINES lines of each hit. Why needles: a line holding the phrase holds
+    every needle, ranks first and ends the search."""
+    covered = {n: frozenset(m for m in needles if m in n) for n in needles}
+    for needle in needles:
+        stem = _stem(needle)
+        if stem is not None and stem not in covered:
+            covered[stem] = frozenset({needle})
+    return covered
+
+
+@lru_cache(maxsize=256)
 def _line_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
     """Case-sensitive, for lower-cased text: 5x faster than re.IGNORECASE, which
     checks both cases at every position of every line."""
@@ -92,10 +110,11 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     text, lines = (
         (lowered, _line_pattern(needles)) if len(lowered) == len(body) else (body, pattern)
     )
-    # On the lower-cased text a line cannot hold more distinct spellings than there
-    # are: the first line that holds them all is the answer (for a one-word query,
-    # the first line it is on). The other pattern takes whole words: no such bound.
-    most = len(_spellings(needles)) if text is lowered else MAX_LINES
+    # On the lower-cased text each match is a spelling, which shows some needles: the
+    # first line that shows them all is the answer (for a one-word query, the first
+    # line it is on). The other pattern takes whole words: no such bound.
+    coverage = _coverage(needles) if text is lowered else None
+    most = len(needles) if coverage is not None else MAX_LINES
     best, start, pos = 0, 0, 0
     for _ in range(MAX_LINES):
         # One search finds the next line holding a needle; one findall counts the
@@ -107,7 +126,11 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
         line_start = text.rfind("\n", 0, found.start()) + 1
         line_end = text.find("\n", found.end())
         line_end = len(text) if line_end == -1 else line_end
-        distinct = len({w.lower() for w in lines.findall(text, line_start, line_end)})
+        matched = set(lines.findall(text, line_start, line_end))
+        if coverage is not None:
+            distinct = len(frozenset().union(*(coverage[m] for m in matched)))
+        else:
+            distinct = len({w.lower() for w in matched})
         if distinct > best:
             best, start = distinct, line_start
             if best >= most:

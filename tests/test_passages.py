@@ -72,3 +72,13 @@ def test_markers_typed_in_the_file_do_not_leak() -> None:
 def test_text_whose_lower_case_changes_length_still_finds_the_line() -> None:
     body = "İstanbul first\nİzmir and the needle\n"  # "İ".lower() is two characters
     assert passage(body, "needle") == ("İzmir and the **needle**", 2)
+
+
+def test_the_phrase_itself_wins_over_its_words_apart() -> None:
+    body = "intro\nthe zeels went west, the feling stayed\nwhere zeels feling grows\n"
+    snippet, line = passage(body, '"zeels feling"') or ("", 0)
+    assert line == 3
+    assert snippet == "where **zeels feling** grows"
+    # An identifier shows its parts too: the line holding it whole wins.
+    body = "max and file size, but mb\nset max_file_size_mb here\n"
+    assert (passage(body, "max_file_size_mb") or ("", 0))[1] == 2
