@@ -199,6 +199,18 @@ def load(corpus_dir: Path, db_path: Path, stage: str = "bare") -> dict[str, Any]
     return result
 
 
+def merge(db_path: Path) -> dict[str, float]:
+    """Merge a loaded table into one segment, as kbindexd does after a full index
+    (``Store.optimize``): the bulk load leaves the segments automerge has not folded."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    started, cpu = time.perf_counter(), time.process_time()
+    conn.execute("INSERT INTO docs(docs) VALUES ('optimize')")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    conn.close()
+    return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 2)}
+
+
 def search(db_path: Path, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
     """Milliseconds per (kind, MATCH expression): the top 10 by bm25 with snippets, and the
     total when there are more, the work a search reply needs, without socket or threads."""

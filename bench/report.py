@@ -50,6 +50,9 @@ def summarize(r: dict[str, Any]) -> dict[str, Any]:
         "daemon_mb_per_s": round(mb / wall, 2),
         "indexer_mb_per_s": round(mb / inner, 2),
         "indexer_vs_bare": round(mb / inner / b["mb_per_s"], 3),
+        "merged_vs_bare_merged": (
+            round((b["seconds"] + b["merge"]["seconds"]) / wall, 3) if "merge" in b else None
+        ),
         "cpu_over_bare": round(d["full"]["cpu_s"] / b["cpu_s"], 2),
         "index_over_corpus": round(d["index_bytes"] / r["corpus"]["bytes"], 3),
         "bare_index_over_corpus": round(b["index_bytes"] / r["corpus"]["bytes"], 3),
@@ -95,6 +98,14 @@ def table(r: dict[str, Any]) -> str:
             f"{checks['full_index_vs_bare']['value']:.0%}  (indexer only: "
             f"{s['indexer_vs_bare']:.0%}); CPU time {s['cpu_over_bare']:.2f}x bare",
             _verdict(checks["full_index_vs_bare"]),
+        ),
+        (
+            "  both merged into one segment",
+            f"bare load + merge {b['seconds'] + b['merge']['seconds']:.2f} s: kbindexd / bare "
+            f"{s['merged_vs_bare_merged']:.0%}"
+            if "merge" in b
+            else "(not measured)",
+            "",
         ),
         (
             "index size / corpus size",
