@@ -9,6 +9,8 @@ answered with an error, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -158,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped reading (``kbctl search x | head``): end quietly, as cat
+        # does, with the status a process killed by SIGPIPE reports. Python flushes
+        # stdout once more at exit, so it must point somewhere that takes the bytes.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

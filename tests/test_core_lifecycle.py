@@ -172,6 +172,27 @@ async def test_kbctl_commands(daemon: Daemon) -> None:
     assert r.returncode == 1 and "bad_query" in r.stderr and "Traceback" not in r.stderr
 
 
+async def test_kbctl_piped_into_a_reader_that_stops_ends_quietly(daemon: Daemon) -> None:
+    write(daemon.root / "long.md", "".join(f"line {i} of a long note\n" for i in range(40_000)))
+    await daemon.refresh()
+    import subprocess
+    import sys
+
+    # ``kbctl read long.md | head -1``: the reader takes one line and closes the pipe.
+    command = [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(daemon.socket)]
+    with subprocess.Popen(
+        [*command, "read", "long.md"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().strip() == b"1| line 0 of a long note"
+        proc.stdout.close()
+        stderr = proc.stderr.read().decode()
+        assert proc.wait(timeout=30) == 141
+    assert stderr == ""
+
+
 def test_kbctl_without_daemon_says_how_to_start_it(sockdir: Path) -> None:
     import subprocess
     import sys
