@@ -211,23 +211,28 @@ def merge(db_path: Path) -> dict[str, float]:
     return {"seconds": round(seconds, 3), "cpu_s": round(cpu, 2)}
 
 
-def search(db_path: Path, queries: list[tuple[str, str]]) -> dict[str, list[float]]:
-    """Milliseconds per (kind, MATCH expression): the top 10 by bm25 with snippets, and the
+class Searcher:
+    """Bare FTS5 searches on a loaded table: the top 10 by bm25 with snippets, and the
     total when there are more, the work a search reply needs, without socket or threads."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    top = (
+
+    TOP = (
         "SELECT rowid, name, title, body, rank, snippet(docs, 2, '[', ']', '...', 24)"
         " FROM docs WHERE docs MATCH ? AND rank MATCH 'bm25(2.0, 3.0, 1.0)'"
         " ORDER BY rank LIMIT 10"
     )
-    times: dict[str, list[float]] = {}
-    for kind, match in queries:
+
+    def __init__(self, db_path: Path) -> None:
+        self.conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+
+    def ms(self, match: str) -> float:
+        """Milliseconds for one MATCH expression."""
         started = time.perf_counter_ns()
-        if len(conn.execute(top, (match,)).fetchall()) == 10:
-            conn.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (match,)).fetchone()
-        times.setdefault(kind, []).append((time.perf_counter_ns() - started) / 1e6)
-    conn.close()
-    return times
+        if len(self.conn.execute(self.TOP, (match,)).fetchall()) == 10:
+            self.conn.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (match,)).fetchone()
+        return (time.perf_counter_ns() - started) / 1e6
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def table_sizes(db_path: Path) -> dict[str, int]:

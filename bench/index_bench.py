@@ -120,7 +120,12 @@ async def _wait_scan(c: Client, after: float | None, within: float, poll: float)
 
 
 async def measure_daemon(
-    root: Path, work: Path, queries: list[tuple[str, str]], args: argparse.Namespace
+    root: Path,
+    work: Path,
+    queries: list[tuple[str, str]],
+    matches: list[tuple[str, str]],
+    bare_searcher: bare.Searcher,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     state, sock = work / "state", work / "kbindexd.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
@@ -151,7 +156,7 @@ async def measure_daemon(
             st = await _wait_scan(c, st.last_scan_at, args.scan_interval + args.timeout, 0.2)
             out["periodic_rescan_s"] = round(st.last_scan_seconds, 3)
             out["ping"] = await _pings(c, 200)
-            out["search"] = await _searches(c, queries, args.warmup)
+            out["search"] = await _searches(c, queries, matches, bare_searcher, args.warmup)
             out["rescan"] = await _rescans(c, args.rescans)
             out["peak_rss_mb"] = round(peak_rss_mb(proc.pid), 1)
     finally:
@@ -180,21 +185,39 @@ async def _pings(c: Client, n: int) -> dict[str, float]:
     return report.latency(times)
 
 
-async def _searches(c: Client, queries: list[tuple[str, str]], warmup: int) -> dict[str, Any]:
+async def _searches(
+    c: Client,
+    queries: list[tuple[str, str]],
+    matches: list[tuple[str, str]],
+    bare_searcher: bare.Searcher,
+    warmup: int,
+) -> dict[str, Any]:
+    """Each query through the socket, and its bare FTS5 form in-process just before it:
+    the machine's speed drifts by a quarter within minutes, so the two are measured
+    side by side, query by query, and their per-query ratio is reported too."""
     before = await c.status()
-    for _kind, q in queries[:warmup]:
+    for (_kind, q), (_, match) in zip(queries[:warmup], matches[:warmup], strict=True):
+        bare_searcher.ms(match)
         await c.search(q, limit=10)
     times: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
+    bare_times: dict[str, list[float]] = {k: [] for k in QUERY_KINDS}
     hits: dict[str, list[int]] = {k: [] for k in QUERY_KINDS}
-    for kind, q in queries:
+    ratios: list[float] = []
+    for (kind, q), (_, match) in zip(queries, matches, strict=True):
+        bare_ms = bare_searcher.ms(match)
         t = time.perf_counter_ns()
         r = await c.search(q, limit=10)
-        times[kind].append((time.perf_counter_ns() - t) / 1e6)
+        daemon_ms = (time.perf_counter_ns() - t) / 1e6
+        times[kind].append(daemon_ms)
+        bare_times[kind].append(bare_ms)
+        ratios.append(daemon_ms / bare_ms)
         hits[kind].append(r.total_hits)
     after = await c.status()
     result: dict[str, Any] = report.latencies(times)
     for kind in QUERY_KINDS:
         result[kind]["median_total_hits"] = statistics.median(hits[kind])
+    result["median_ratio_to_bare"] = round(statistics.median(ratios), 3)
+    result["bare"] = report.latencies(bare_times)
     result["overlapped_a_scan"] = after.last_scan_at != before.last_scan_at or after.scanning
     return result
 
@@ -262,9 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             (kind, compile_query(q, "raw" if kind == "prefix*" else "auto").match or "")
             for kind, q in queries
         ]
-        bare.search(work / "bare.sqlite3", matches[: args.warmup])
-        ceiling["search"] = report.latencies(bare.search(work / "bare.sqlite3", matches))
-        # After the searches, which then see the index as the bulk load left it.
+        # Merged as kbindexd merges after a full index; searched later, interleaved
+        # with the daemon's searches (see _searches).
         ceiling["merge"] = bare.merge(work / "bare.sqlite3")
         ceiling["loadavg"] = os.getloadavg()
         print(f"bare FTS5: {ceiling['seconds']} s, merge {ceiling['merge']['seconds']} s")
@@ -279,7 +301,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  stage {stage}: {staged['seconds']} s", flush=True)
         print("kbindexd...", flush=True)
         load_before = os.getloadavg()
-        daemon = anyio.run(measure_daemon, root, work, queries, args)
+        bare_searcher = bare.Searcher(work / "bare.sqlite3")
+        try:
+            daemon = anyio.run(measure_daemon, root, work, queries, matches, bare_searcher, args)
+        finally:
+            bare_searcher.close()
+        ceiling["search"] = daemon["search"].pop("bare")
     finally:
         if args.keep:
             print(f"work dir kept: {work}")

@@ -135,6 +135,12 @@ def table(r: dict[str, Any]) -> str:
             f"{_ms(search['all'])}  (bare FTS5: {_ms(b['search']['all'])})",
             _verdict(checks["search_p50_ms"]),
         ),
+        (
+            "  per query, kbindexd / bare (median)",
+            f"{search.get('median_ratio_to_bare', float('nan')):.2f}x  (bare in-process, "
+            "run just before each socket query)",
+            "",
+        ),
     ]
     for st in r.get("breakdown", []):
         extra = f"; tokens.* {st['derived_columns_s']:.1f} s" if "derived_columns_s" in st else ""
@@ -148,7 +154,7 @@ def table(r: dict[str, Any]) -> str:
             )
         )
     for kind, v in search.items():
-        if kind not in ("all", "overlapped_a_scan"):
+        if kind not in ("all", "overlapped_a_scan", "median_ratio_to_bare"):
             hits = f"median hits {v['median_total_hits']:g}"
             rows.append((f"  {kind}", f"{_ms(v)}  (bare: {_ms(b['search'][kind])}; {hits})", ""))
     if search["overlapped_a_scan"]:
