@@ -114,6 +114,15 @@ class Indexer:
         """Refresh ``scope`` (None: every root). ``full`` re-reads unchanged files too."""
         async with self._job:
             started = time.monotonic()
+            if self.store.exact.stale:
+                # Before the scan, so it cannot wait behind a long first index.
+                self.health.progress = ScanProgress(
+                    phase="rebuilding", done=0, total=0, started_at=time.time()
+                )
+                try:
+                    await self._write(self.store.repair_exact)
+                finally:
+                    self.health.progress = None
             progress = ScanProgress(phase="scanning", done=0, total=0, started_at=time.time())
             self.health.progress = progress
             try:

@@ -18,6 +18,9 @@ word as written. A prefix term is resolved in two parts when a search runs:
 A prefix held by more than MAX_WORDS words (``a*``) also runs as FTS5's own prefix
 of stems, with the first MAX_WORDS words: stems of words that begin with a short
 prefix begin with it too, and the exactness check still applies.
+
+While the exact index is being rebuilt (``exactindex``), readers do not attach it and
+every prefix runs as FTS5's own prefix of stems: approximate, never an error.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import tokens
+from kbindex.daemon import exactindex, tokens
 from kbindex.daemon.exactindex import VOCABULARY
 
 MAX_WORDS: Final = 64
@@ -68,8 +71,14 @@ class Resolved:
 def resolve(
     conn: sqlite3.Connection, match: str, required: Sequence[str], excluded: Sequence[str]
 ) -> Resolved:
-    """``match`` with its prefix terms expanded (``conn`` has the exact index attached),
-    and the exactness checks of the ``required`` and ``excluded`` prefix terms."""
+    """``match`` with its prefix terms expanded (on the exact index, when ``conn`` has
+    it attached), and the exactness checks of the ``required`` and ``excluded`` terms."""
+    if not exactindex.attached(conn):
+        # Stems only: excluded prefixes leave the expression itself.
+        expanded = _PLACEHOLDER.sub(lambda m: _stem_prefix(m.group(1)), match)
+        if excluded:
+            expanded = f"({expanded}) NOT ({' OR '.join(map(_stem_prefix, excluded))})"
+        return Resolved(expanded, None, None)
     expanded = _PLACEHOLDER.sub(lambda m: _expand(conn, m.group(1)), match)
     require = " AND ".join(_exact(t) for t in required) or None
     exclude = " OR ".join(f"({_exact(t)})" for t in excluded) or None
@@ -97,6 +106,11 @@ def _expand(conn: sqlite3.Connection, text: str) -> str:
     if len(words) > MAX_WORDS:
         phrases.insert(0, _quote(head + last.group()) + "*")
     return "(" + " OR ".join(phrases) + ")" if phrases else NOTHING
+
+
+def _stem_prefix(text: str) -> str:
+    """The prefix term ``text`` as FTS5's own prefix of stems."""
+    return _quote(text) + "*" if tokens.WORD.search(text) else NOTHING
 
 
 def _exact(text: str) -> str:

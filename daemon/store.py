@@ -195,13 +195,25 @@ class Store:
             self._open_exact()
 
     def _open_exact(self) -> None:
-        try:
-            self.exact.open(self.writer)
-        except sqlite3.DatabaseError as exc:
-            # The copy reads every stored text: damage quick_check cannot see shows here.
-            if is_damage(exc):
-                raise IndexUnusable(f"while copying the text to the exact index: {exc}") from None
-            raise
+        """Open the exact index; one that needs a rebuild gets it from ``repair_exact``,
+        once the daemon serves (at once when there is nothing to copy: a new index)."""
+        self.exact.open(self.writer)
+        empty = self.writer.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
+        if self.exact.stale and empty:
+            self.exact.rebuild(self.writer)
+
+    def repair_exact(self) -> bool:
+        """Rebuild the exact index from the stored text if it is stale (True if it
+        was). Call with no write in progress (the indexer's lock). Readers attached to
+        the old file are replaced: the rebuild writes a new one."""
+        if not self.exact.stale:
+            return False
+        began = time.monotonic()
+        log.info("rebuilding the unstemmed index; prefix search is approximate until done")
+        self.exact.rebuild(self.writer)
+        self.generation += 1
+        log.info("rebuilt the unstemmed index in %.2f s", time.monotonic() - began)
+        return True
 
     def _close_writer(self) -> None:
         if self._writer is not None:
@@ -287,9 +299,7 @@ class Store:
         error. A main commit that fails after the exact one leaves the exact index a
         write ahead: it is marked stale and rebuilt before the next write."""
         conn, exact = self.writer, self.exact
-        if exact.stale:
-            log.warning("rebuilding the exact index after a failed write")
-            exact.rebuild(conn)
+        self.repair_exact()
         conn.execute("BEGIN IMMEDIATE")
         exact_committed = False
         try:
@@ -409,7 +419,8 @@ class Store:
             except queue.Empty:
                 generation = self.generation
                 conn = _connect(self.db_path, readonly=True)
-                exactindex.attach(conn, self.db_path)
+                if self.exact.usable:  # until then prefixes run without it (``prefixes``)
+                    exactindex.attach(conn, self.db_path)
                 break
             if generation == self.generation:
                 break

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import documents, exactindex
+from kbindex.daemon import documents, exactindex, searcher
+from kbindex.daemon.query import compile_query
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store, disk_bytes
 from kbindex.daemon.textfile import decode
@@ -40,6 +41,12 @@ def store(db: Path) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+def found(s: Store, query: str) -> list[str]:
+    """Relative paths the searcher finds, as the daemon searches."""
+    with s.reader() as conn:
+        return [h.relpath for h in searcher.search(conn, compile_query(query), 10, None).hits]
 
 
 def prefix_hits(s: Store, expr: str) -> list[str]:
@@ -78,14 +85,20 @@ def test_lives_beside_the_main_file_and_serves_prefixes(store: Store, db: Path) 
 def test_a_lost_exact_file_is_rebuilt_from_the_stored_text(db: Path) -> None:
     s = Store(db)
     s.open()
-    s.apply([note("a.md", "alphabetical order")], [])  # type: ignore[list-item]
+    s.apply([note("a.md", "alphabetical order, deprecation notice")], [])  # type: ignore[list-item]
     s.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{exactindex.path_for(db)}{suffix}").unlink(missing_ok=True)
     s = Store(db)
-    s.open()
+    s.open()  # does not wait for the rebuild: the daemon serves at once
     try:
+        assert s.exact.stale and not s.exact.usable
+        # Meanwhile a prefix is FTS5's own prefix of stems: approximate, no error.
+        assert found(s, "alphabet*") == ["a.md"]
+        assert found(s, "deprecat*") == []  # "deprecation" is indexed as "deprec"
+        assert s.repair_exact()
         assert prefix_hits(s, "alphabet*") == ["a.md"]
+        assert found(s, "deprecat*") == ["a.md"]
         assert_in_step(s)
     finally:
         s.close()
@@ -109,6 +122,8 @@ def test_a_crash_between_the_two_commits_is_repaired_at_start(db: Path, tmp_path
     s = Store(db)
     s.open()
     try:
+        assert s.exact.stale and s.exact.usable  # readable, a write ahead
+        assert s.repair_exact()
         assert prefix_hits(s, "lostw*") == []  # no phantom document
         assert prefix_hits(s, "keeps*") == ["kept.md"]
         assert_in_step(s)
@@ -131,6 +146,8 @@ def test_a_main_commit_that_fails_after_the_exact_one_is_repaired(store: Store) 
         """
     )
     store.apply([note("first.md", "firstling")], [])  # type: ignore[list-item]
+    # A pooled reader now has the file attached that the rebuild below replaces.
+    assert prefix_hits(store, "firstl*") == ["first.md"]
     with pytest.raises(sqlite3.IntegrityError):
         store.apply([note("refused.md", "refusenik")], [])  # type: ignore[list-item]
     assert store.exact.stale  # it committed the document the main file refused

@@ -98,9 +98,10 @@ def test_a_prefix_no_word_starts_with_matches_nothing_and_falls_back(store: Stor
     assert result.mode == "any" and [h.relpath for h in result.hits] == ["a.md"]
 
 
-def test_an_exact_file_in_the_old_layout_is_rebuilt_on_open(tmp_path: Path) -> None:
+def test_an_exact_file_in_the_old_layout_is_rebuilt(tmp_path: Path) -> None:
     """The exact file used to index five positional columns; one left by an older
-    kbindexd (its counter still matching) is rebuilt from the stored text."""
+    kbindexd (its counter still matching) is rebuilt from the stored text, after the
+    store opens: searches meanwhile run without it."""
     db = tmp_path / "index.sqlite3"
     s = Store(db)
     s.open()
@@ -116,6 +117,10 @@ def test_an_exact_file_in_the_old_layout_is_rebuilt_on_open(tmp_path: Path) -> N
     s = Store(db)
     s.open()
     try:
+        assert not s.exact.usable  # not attached: prefixes are prefixes of stems
+        assert found(s, "deprecat*") == []  # "deprecation" is indexed as "deprec"
+        assert found(s, "deprec* -layou*") == []
+        assert s.repair_exact()
         assert exactindex.layout(s.exact.conn) == exactindex.COLUMNS
         assert found(s, "deprecat*") == ["old.md"]
     finally:
