@@ -129,21 +129,23 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     from kbindex.daemon.scanner import Seen
     from kbindex.daemon.store import Store
 
-    # Time inside the derived-column functions, as called by documents._row.
+    # Time inside the derived-column functions, as documents.row_and_words calls them.
     spent = [0.0]
-    originals = (tokens.subwords, tokens.grams)
+    names = ("chunks", "subwords_of", "exact_words", "grams")
+    originals = {name: getattr(tokens, name) for name in names}
 
-    def timed(fn: Callable[..., str]) -> Callable[..., str]:
-        def wrapper(*texts: str) -> str:
+    def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any) -> Any:
             t = time.perf_counter()
             try:
-                return fn(*texts)
+                return fn(*args)
             finally:
                 spent[0] += time.perf_counter() - t
 
         return wrapper
 
-    tokens.subwords, tokens.grams = timed(originals[0]), timed(originals[1])
+    for name, fn in originals.items():
+        setattr(tokens, name, timed(fn))
     store = Store(db_path)
     store.open()
     try:
@@ -160,7 +162,8 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
         if batch:
             store.apply(batch, [])
     finally:
-        tokens.subwords, tokens.grams = originals
+        for name, fn in originals.items():
+            setattr(tokens, name, fn)
         store.close()
     return spent[0]
 
