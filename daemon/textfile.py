@@ -259,8 +259,15 @@ def extract_title(text: str) -> str:
             match = _FRONT_MATTER_TITLE.search(head, 4, end)
             if match:
                 return match.group(1).strip("'\"")[:300]
-    match = _HEADING.search(head)
-    return match.group(1)[:300] if match else ""
+    # Trigger: the regex tried a line start at every position of a head with no
+    # heading (24 µs a file, half the corpus). Why find: only lines opening with "#".
+    start = 0 if head.startswith("#") else (head.find("\n#") + 1 or -1)
+    while start != -1:
+        match = _HEADING.match(head, start)
+        if match:
+            return match.group(1)[:300]
+        start = head.find("\n#", start) + 1 or -1
+    return ""
 
 
 def line_slice(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
 from kbindex.daemon.textfile import Loaded, Skipped, decode, extract_title, line_slice
 
 
@@ -19,6 +23,15 @@ def test_titles() -> None:
     assert extract_title("---\ntitle: 'Front matter'\n---\n# Heading\n") == "Front matter"
     assert extract_title("intro\n\n# The heading ##\nbody") == "The heading"
     assert extract_title("no heading here\n#hashtag") == ""
+    assert extract_title("#hashtag\n#\n# \n#\tTabbed # \n# Later") == "Tabbed"
+    assert extract_title("x" * 4000 + "\n# cut off past the scanned head") == ""
+
+
+@given(st.lists(st.sampled_from(["#", "# ", "#\t", " ", "x", "\n", "##", "T", "\r"]), max_size=40))
+def test_the_title_is_the_first_heading_line(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    first = re.search(r"^#[ \t]+(.+?)[ \t#]*$", text, re.MULTILINE)
+    assert extract_title(text) == (first.group(1) if first else "")
 
 
 def test_line_slice_ranges_and_budget() -> None:
