@@ -73,6 +73,8 @@ def resolve(
 ) -> Resolved:
     """``match`` with its prefix terms expanded (on the exact index, when ``conn`` has
     it attached), and the exactness checks of the ``required`` and ``excluded`` terms."""
+    if not (required or excluded or holds_prefix(match)):
+        return Resolved(match, None, None)
     if not exactindex.attached(conn):
         # Stems only: excluded prefixes leave the expression itself.
         expanded = _PLACEHOLDER.sub(lambda m: _stem_prefix(m.group(1)), match)
