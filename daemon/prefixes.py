@@ -34,6 +34,7 @@ from typing import Final
 
 from kbindex.daemon import exactindex, tokens
 from kbindex.daemon.exactindex import VOCABULARY
+from kbindex.daemon.tokens import fts5_string
 
 MAX_WORDS: Final = 64
 """Whole words a prefix becomes at most; each is one more phrase bm25 scores per match."""
@@ -87,10 +88,6 @@ def resolve(
     return Resolved(expanded, require, exclude)
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
 def _expand(conn: sqlite3.Connection, text: str) -> str:
     found = list(tokens.WORD.finditer(text))
     if not found:
@@ -104,15 +101,15 @@ def _expand(conn: sqlite3.Connection, text: str) -> str:
             (*_bounds(fold(last.group())), MAX_WORDS + 1),
         )
     ]
-    phrases = [_quote(head + w) for w in words[:MAX_WORDS]]
+    phrases = [fts5_string(head + w) for w in words[:MAX_WORDS]]
     if len(words) > MAX_WORDS:
-        phrases.insert(0, _quote(head + last.group()) + "*")
+        phrases.insert(0, fts5_string(head + last.group()) + "*")
     return "(" + " OR ".join(phrases) + ")" if phrases else NOTHING
 
 
 def _stem_prefix(text: str) -> str:
     """The prefix term ``text`` as FTS5's own prefix of stems."""
-    return _quote(text) + "*" if tokens.WORD.search(text) else NOTHING
+    return fts5_string(text) + "*" if tokens.WORD.search(text) else NOTHING
 
 
 def _exact(text: str) -> str:
@@ -121,7 +118,7 @@ def _exact(text: str) -> str:
     words = tokens.WORD.findall(text)
     if not words:
         return NOTHING
-    return " AND ".join([*map(_quote, words[:-1]), _quote(words[-1]) + "*"])
+    return " AND ".join([*map(fts5_string, words[:-1]), fts5_string(words[-1]) + "*"])
 
 
 def _bounds(prefix: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon import prefixes, tokens
+from kbindex.daemon.tokens import fts5_string
 
 MODES: Final = ("auto", "all", "any", "raw")
 MAX_QUERY_CHARS: Final = 2000
@@ -64,10 +65,6 @@ class BadQuery(Exception):
     """The query cannot be run (raw syntax error, unknown mode, too long)."""
 
 
-def _quote(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
-
-
 @dataclass(frozen=True, slots=True)
 class Term:
     text: str
@@ -90,9 +87,9 @@ class Term:
                 # the derived subwords column, "max_file_size_mb" would also match the
                 # parts of maxFileSizeMb, and the exact spelling would not rank first.
                 typed, parts, joined = alternatives
-                spellings = [f"{{{_TEXT_COLUMNS}}}: {_quote(typed)}", _quote(parts)]
-                return "(" + " OR ".join([*spellings, _quote(joined)]) + ")"
-        return _quote(self.text)
+                spellings = [f"{{{_TEXT_COLUMNS}}}: {fts5_string(typed)}", fts5_string(parts)]
+                return "(" + " OR ".join([*spellings, fts5_string(joined)]) + ")"
+        return fts5_string(self.text)
 
     @property
     def exact_prefix(self) -> bool:
@@ -112,13 +109,13 @@ class Term:
         # (SciFact train nDCG@10 0.698 with phrases, 0.703 with separate words).
         words = tokens.WORD.findall(self.text)
         kept = [w for w in words if w.lower() not in STOPWORDS] or words
-        items = [_quote(w) for w in kept]
+        items = [fts5_string(w) for w in kept]
         alternatives = tokens.identifier_alternatives(self.text)
         if alternatives:
             # The spellings the words alone do not cover: camelCase parts, or the
             # joined form of snake_case and kebab-case.
             spelled = {" ".join(w.lower() for w in words)}
-            items += [_quote(a) for a in alternatives[1:] if a not in spelled]
+            items += [fts5_string(a) for a in alternatives[1:] if a not in spelled]
         return items
 
     def _unsegmented(self, *, loose: bool) -> list[str]:
@@ -130,18 +127,18 @@ class Term:
         for run in tokens.unsegmented_runs(self.text):
             grams = tokens.run_bigrams(run[: MAX_RUN_BIGRAMS + 1])
             if len(grams) == 1 and len(grams[0]) == 1:
-                items.append(f"{{grams}}: {_quote(grams[0])}*")  # the first of a token
+                items.append(f"{{grams}}: {fts5_string(grams[0])}*")  # the first of a token
             elif loose and len(grams) > 1:
                 # The whole run ranks first; its bigrams alone find near misses.
-                items.append(f"{{grams}}: {_quote(' '.join(grams))}")
-                items += [f"{{grams}}: {_quote(g)}" for g in grams[:ANY_RUN_BIGRAMS]]
+                items.append(f"{{grams}}: {fts5_string(' '.join(grams))}")
+                items += [f"{{grams}}: {fts5_string(g)}" for g in grams[:ANY_RUN_BIGRAMS]]
             else:
-                items.append(f"{{grams}}: {_quote(' '.join(grams))}")
+                items.append(f"{{grams}}: {fts5_string(' '.join(grams))}")
         rest = tokens.without_unsegmented(self.text)
         if loose:
-            items += [_quote(w) for w in tokens.WORD.findall(rest)]
+            items += [fts5_string(w) for w in tokens.WORD.findall(rest)]
         elif any(ch.isalnum() for ch in rest):
-            items.append(_quote(rest) + ("*" if self.prefix else ""))
+            items.append(fts5_string(rest) + ("*" if self.prefix else ""))
         return items
 
     def needles(self) -> list[str]:

@@ -55,6 +55,12 @@ _UNSEGMENTED_RUN: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]+")
 _ANY_UNSEGMENTED: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]")
 
 
+def fts5_string(text: str) -> str:
+    """``text`` as an FTS5 string (double quotes, inner quotes doubled): whatever it
+    holds, FTS5 reads it as words to match, never as query syntax."""
+    return '"' + text.replace('"', '""') + '"'
+
+
 # ------------------------------------------------------------------ identifiers
 
 
