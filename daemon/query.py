@@ -178,14 +178,13 @@ class Compiled:
     mode: str
     terms: tuple[str, ...] = ()
     """Lower-cased strings that show where a term matched (to place the snippet)."""
-    fallback: str | None = None
-    """An ``any`` expression to try when ``all`` finds nothing."""
     required_prefixes: tuple[str, ...] = ()
     """Prefix terms every document ``match`` finds must hold exactly (``all`` mode)."""
     excluded_prefixes: tuple[str, ...] = ()
     """Prefix terms no document found may hold (``-deprecat*``), in either expression."""
     alternatives: Alternatives | None = None
-    """The ``any`` expression (``match`` in ``any`` mode, else ``fallback``) by its parts."""
+    """The ``any`` expression by its parts: ``match`` itself in ``any`` mode; in ``all``
+    mode the fallback to try when ``match`` finds nothing (None: no fallback)."""
 
 
 def parse(query: str) -> list[Term]:
@@ -248,11 +247,9 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     # One CJK word of three or more characters also deserves a second chance: the
     # ``any`` form matches its bigrams one by one.
     loose = len(positive) > 1 or tokens.has_unsegmented(positive[0].text)
-    fallback = any_expr if loose and any_expr != all_expr else None
+    fallback = alternatives if loose and any_expr != all_expr else None
     required = tuple(t.text for t in positive if t.exact_prefix)
-    return Compiled(
-        all_expr, "all", needles, fallback, required, excluded, alternatives if fallback else None
-    )
+    return Compiled(all_expr, "all", needles, required, excluded, fallback)
 
 
 def _join_any(positive: list[Term], negative: list[Term]) -> Alternatives:

@@ -80,13 +80,10 @@ def search(
     alternatives = compiled.alternatives
     if compiled.mode == "any" and alternatives is not None:
         hits, total = query.run_any(conn, alternatives, excluded)
-    else:
-        hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
-    if total == 0 and compiled.fallback is not None:
-        if alternatives is not None:
-            hits, total = query.run_any(conn, alternatives, excluded)
-        else:
-            hits, total = query.run(conn, compiled.fallback, (), excluded)
+        return SearchResult(hits, total, "any")
+    hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
+    if total == 0 and alternatives is not None:  # the fallback of ``all`` mode
+        hits, total = query.run_any(conn, alternatives, excluded)
         return SearchResult(hits, total, "any")
     return SearchResult(hits, total, compiled.mode)
 
