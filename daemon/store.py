@@ -486,8 +486,7 @@ class Store:
                     _, title, body, *_ = before
                     after, words = documents.row_and_words(moved[rowid][start:], title, body)
                     renamed.append((rowid, after))
-                    old = documents.exact_text(before)
-                    changes.append(ExactChange(rowid, old=old, new=words))
+                    changes.append(ExactChange(rowid, old=documents.exact_text(before), new=words))
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
             self.exact.apply(changes)
