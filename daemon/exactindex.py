@@ -139,8 +139,10 @@ class ExactIndex:
     def open(self, main: sqlite3.Connection) -> None:
         """Open the file; when it does not match ``main``, mark it stale (and unusable
         when readers cannot attach it) for ``rebuild``."""
+        if not self.path.exists():
+            self.usable, self.stale = False, True
+            return
         expected = writes(main)
-        existed = self.path.exists()
         conn: sqlite3.Connection | None = None
         usable = False
         try:
@@ -162,11 +164,8 @@ class ExactIndex:
         if conn is not None:
             with suppress(sqlite3.Error):
                 conn.close()
-        if not existed:
-            self.delete_files()  # connecting created an empty file: not a usable one
-        self.usable, self.stale = usable and existed, True
-        if existed:
-            log.warning("unstemmed index %s not usable (%s): rebuilding it", self.path, problem)
+        self.usable, self.stale = usable, True
+        log.warning("unstemmed index %s not usable (%s): rebuilding it", self.path, problem)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
