@@ -21,6 +21,9 @@ from typing import TypeVar
 
 import anyio
 import pytest
+from kbindex.daemon.scanner import Seen
+from kbindex.daemon.store import Store
+from kbindex.daemon.textfile import Loaded, Skipped, decode
 from kbindex.proto.client import Client, ClientError
 
 T = TypeVar("T")
@@ -177,6 +180,24 @@ async def daemon(make_daemon: Callable[..., Daemon]) -> AsyncIterator[Daemon]:
     await d.start()
     yield d
     d.stop()
+
+
+def note(name: str, text: str) -> tuple[Seen, Loaded | Skipped]:
+    """The file ``name`` under the root ``/r``, as a scan sees it and reading it gives:
+    what ``Store.apply`` takes, without a file on disk."""
+    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
+    return seen, decode(text.encode(), len(text), 1)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    """A real index (both files) in a temporary directory, open for writing and reading."""
+    s = Store(tmp_path / "index.sqlite3")
+    s.open()
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -8,37 +8,17 @@ the store and search them through its reader pool, as the daemon does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
+from conftest import note
 from kbindex.daemon import frequency, searcher
 from kbindex.daemon.query import Alternatives, compile_query
-from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store
-from kbindex.daemon.textfile import decode
 
 QUESTION = "which notes mention kestrel and osprey?"
 """``any`` mode: four or more plain words. "notes" and "mention" are in every document."""
 
 
-def note(name: str, text: str) -> tuple[Seen, object]:
-    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
-    return seen, decode(text.encode(), len(text), 1)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "index.sqlite3")
-    s.open()
-    try:
-        yield s
-    finally:
-        s.close()
-
-
 def add(store: Store, docs: dict[str, str]) -> None:
-    store.apply([note(name, text) for name, text in docs.items()], [])  # type: ignore[misc]
+    store.apply([note(name, text) for name, text in docs.items()], [])
 
 
 def corpus(birds: int, plain: int) -> dict[str, str]:

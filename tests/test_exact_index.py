@@ -14,18 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon import documents, exactindex, searcher
 from kbindex.daemon.query import compile_query
-from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store, disk_bytes
-from kbindex.daemon.textfile import decode
-
-
-def note(name: str, text: str) -> tuple[Seen, object]:
-    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
-    return seen, decode(text.encode(), len(text), 1)
 
 
 @pytest.fixture
@@ -70,7 +64,7 @@ def assert_in_step(s: Store) -> None:
 
 
 def test_lives_beside_the_main_file_and_serves_prefixes(store: Store, db: Path) -> None:
-    store.apply([note("a.md", "deprecation notice"), note("b.md", "deprecated api")], [])  # type: ignore[list-item]
+    store.apply([note("a.md", "deprecation notice"), note("b.md", "deprecated api")], [])
     assert exactindex.path_for(db).exists()
     # Stemmed, both are "deprec": only the unstemmed index finds them by "deprecat*".
     assert prefix_hits(store, "deprecat*") == ["a.md", "b.md"]
@@ -85,7 +79,7 @@ def test_lives_beside_the_main_file_and_serves_prefixes(store: Store, db: Path) 
 def test_a_lost_exact_file_is_rebuilt_from_the_stored_text(db: Path) -> None:
     s = Store(db)
     s.open()
-    s.apply([note("a.md", "alphabetical order, deprecation notice")], [])  # type: ignore[list-item]
+    s.apply([note("a.md", "alphabetical order, deprecation notice")], [])
     s.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{exactindex.path_for(db)}{suffix}").unlink(missing_ok=True)
@@ -110,13 +104,13 @@ def test_a_crash_between_the_two_commits_is_repaired_at_start(db: Path, tmp_path
     the main file as it was before that write."""
     s = Store(db)
     s.open()
-    s.apply([note("kept.md", "keepsake")], [])  # type: ignore[list-item]
+    s.apply([note("kept.md", "keepsake")], [])
     s.close()  # checkpointed: the main file alone holds everything
     before = tmp_path / "main-before.sqlite3"
     shutil.copyfile(db, before)
     s = Store(db)
     s.open()
-    s.apply([note("lost.md", "lostword")], [])  # type: ignore[list-item]
+    s.apply([note("lost.md", "lostword")], [])
     s.close()
     shutil.copyfile(before, db)  # the main commit of that write never happened
     s = Store(db)
@@ -145,13 +139,13 @@ def test_a_main_commit_that_fails_after_the_exact_one_is_repaired(store: Store) 
         BEGIN INSERT INTO refusal VALUES (1); END;
         """
     )
-    store.apply([note("first.md", "firstling")], [])  # type: ignore[list-item]
+    store.apply([note("first.md", "firstling")], [])
     # A pooled reader now has the file attached that the rebuild below replaces.
     assert prefix_hits(store, "firstl*") == ["first.md"]
     with pytest.raises(sqlite3.IntegrityError):
-        store.apply([note("refused.md", "refusenik")], [])  # type: ignore[list-item]
+        store.apply([note("refused.md", "refusenik")], [])
     assert store.exact.stale  # it committed the document the main file refused
-    store.apply([note("second.md", "secondment")], [])  # type: ignore[list-item]
+    store.apply([note("second.md", "secondment")], [])
     assert not store.exact.stale
     assert prefix_hits(store, "refusen*") == []
     assert prefix_hits(store, "firstl* OR secondm*") == ["first.md", "second.md"]
@@ -162,17 +156,17 @@ def test_a_full_main_file_leaves_both_as_they_were(store: Store) -> None:
     """The main file cannot grow (max_page_count: SQLITE_FULL, as on a full disk) in
     the middle of a batch: neither file keeps any of it, and writes work again once
     there is room."""
-    store.apply([note("small.md", "smallish")], [])  # type: ignore[list-item]
+    store.apply([note("small.md", "smallish")], [])
     conn = store.writer
     (pages,) = conn.execute("PRAGMA page_count").fetchone()
     conn.execute(f"PRAGMA max_page_count = {pages}")
     big = [note(f"big{i}.md", f"bigword{i} " + "filler text " * 5000) for i in range(20)]
     with pytest.raises(sqlite3.OperationalError, match="full"):
-        store.apply(big, [])  # type: ignore[arg-type]
+        store.apply(big, [])
     assert prefix_hits(store, "bigword*") == []
     assert_in_step(store)
     conn.execute("PRAGMA max_page_count = 1073741823")
-    store.apply(big, [])  # type: ignore[arg-type]
+    store.apply(big, [])
     assert len(prefix_hits(store, "bigword*")) == 20
     assert_in_step(store)
 
@@ -180,7 +174,7 @@ def test_a_full_main_file_leaves_both_as_they_were(store: Store) -> None:
 def test_the_index_size_counts_both_files_and_their_logs(store: Store, db: Path) -> None:
     """``kbctl status`` and ``doctor`` report the index's bytes on disk: the main file,
     the exact file beside it, and each one's write-ahead log."""
-    store.apply([note("a.md", "sizeable " * 2000)], [])  # type: ignore[list-item]
+    store.apply([note("a.md", "sizeable " * 2000)], [])
     files = [db, exactindex.path_for(db)]
     on_disk = [Path(f"{f}{s}").stat().st_size for f in files for s in ("", "-wal")]
     assert all(on_disk) and sum(disk_bytes(db)) == store.size_bytes() == sum(on_disk)
@@ -219,9 +213,9 @@ def test_a_rewritten_or_deleted_document_takes_its_old_words_out(store: Store) -
     def vocabulary() -> dict[str, int]:
         return dict(store.exact.conn.execute(f"SELECT term, doc FROM {exactindex.VOCABULARY}"))
 
-    store.apply([note("a.md", "alpha beta, beta"), note("b.md", "beta gamma")], [])  # type: ignore[list-item]
+    store.apply([note("a.md", "alpha beta, beta"), note("b.md", "beta gamma")], [])
     assert vocabulary() == {"a": 1, "alpha": 1, "b": 1, "beta": 2, "gamma": 1, "md": 2}
-    store.apply([note("a.md", "delta")], [])  # type: ignore[list-item]
+    store.apply([note("a.md", "delta")], [])
     assert vocabulary() == {"a": 1, "b": 1, "beta": 1, "delta": 1, "gamma": 1, "md": 2}
     store.move("/r/b.md", "/r/c.md", "/r")
     assert vocabulary() == {"a": 1, "beta": 1, "c": 1, "delta": 1, "gamma": 1, "md": 2}

@@ -9,34 +9,16 @@ search them through its reader pool, as the daemon does.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from conftest import note
 from kbindex.daemon import exactindex, prefixes, searcher
 from kbindex.daemon.query import compile_query
-from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store
-from kbindex.daemon.textfile import decode
-
-
-def note(name: str, text: str) -> tuple[Seen, object]:
-    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
-    return seen, decode(text.encode(), len(text), 1)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store(tmp_path / "index.sqlite3")
-    s.open()
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def add(store: Store, **docs: str) -> None:
-    store.apply([note(f"{name}.md", text) for name, text in docs.items()], [])  # type: ignore[misc]
+    store.apply([note(f"{name}.md", text) for name, text in docs.items()], [])
 
 
 def found(store: Store, query: str, mode: str = "auto", limit: int = 100) -> list[str]:
