@@ -172,6 +172,7 @@ class ExactIndex:
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # see ``checkpointer``
         return conn
 
     def rebuild(self, main: sqlite3.Connection) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from kbindex.daemon import documents, exactindex
+from kbindex.daemon.checkpointer import Checkpointer
 from kbindex.daemon.documents import IN_JSON, ExactChange, as_json
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.textfile import Loaded, Skipped
@@ -163,6 +164,8 @@ class Store:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self.exact = exactindex.ExactIndex(db_path)
+        self.checkpoints = Checkpointer((db_path, self.exact.path))
+        """Copies both write-ahead logs into their files, beside the writer."""
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
@@ -208,9 +211,11 @@ class Store:
         the old file are replaced: the rebuild writes a new one."""
         if not self.exact.stale:
             return False
+        self.checkpoints.settle()  # the rebuild deletes the file
         began = time.monotonic()
         log.info("rebuilding the unstemmed index; prefix search is approximate until done")
         self.exact.rebuild(self.writer)
+        self.checkpoints.wrote()
         self.generation += 1
         log.info("rebuilt the unstemmed index in %.2f s", time.monotonic() - began)
         return True
@@ -230,6 +235,7 @@ class Store:
             # (SQLite reuses a WAL file but never shrinks it). Why this bound: each
             # checkpoint that restarts the log truncates the file back to it.
             conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # see ``checkpointer``
             check = conn.execute("PRAGMA quick_check").fetchone()
             if check is None or check[0] != "ok":
                 raise IndexUnusable(f"quick_check failed: {check[0] if check else 'no answer'}")
@@ -300,6 +306,7 @@ class Store:
         write ahead: it is marked stale and rebuilt before the next write."""
         conn, exact = self.writer, self.exact
         self.repair_exact()
+        self.checkpoints.before_write((conn, exact.conn))
         conn.execute("BEGIN IMMEDIATE")
         exact_committed = False
         try:
@@ -320,11 +327,13 @@ class Store:
                     conn.execute("ROLLBACK")
             raise
         self.writes += 1
+        self.checkpoints.wrote()
 
     def rebuild(self, reason: str) -> Path:
         """Replace a database found damaged while running with an empty one; the old
         file is kept aside. Call with no write in progress (the indexer's lock)."""
         self.generation += 1
+        self.checkpoints.settle()
         self._close_readers()
         self._close_writer()
         kept = self._move_aside()
@@ -339,6 +348,7 @@ class Store:
         """Copy the WAL into the database and empty it (after a large refresh): the
         disk space comes back and ``size_bytes`` counts the index once. Readers in
         the middle of a search can delay it; then it does what it can."""
+        self.checkpoints.settle()  # a checkpoint running elsewhere would make this one fail
         with suppress(sqlite3.Error):
             self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self.exact.checkpoint()
@@ -393,6 +403,7 @@ class Store:
     def close(self) -> None:
         # Readers first: only the last connection to close may checkpoint, and a
         # read-only one cannot, which would leave the WAL holding the data.
+        self.checkpoints.close()
         self._close_readers()
         self.exact.shutdown()
         if self._writer is not None:

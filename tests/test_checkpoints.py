@@ -1,0 +1,76 @@
+"""The write-ahead logs are copied into the database files beside the writer
+(``daemon/checkpointer.py``): real SQLite files, real commits, nothing mocked."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from conftest import note
+from kbindex.daemon import checkpointer
+from kbindex.daemon.checkpointer import Checkpointer
+from kbindex.daemon.store import Store
+
+
+def _file_alone(db: Path, copy: Path) -> sqlite3.Connection:
+    """What the database file holds by itself, without its log: a copy of the file."""
+    shutil.copyfile(db, copy)
+    return sqlite3.connect(copy)
+
+
+def test_a_commit_reaches_both_database_files_in_the_background(
+    store: Store, tmp_path: Path
+) -> None:
+    store.apply([note("a.md", "walrus harbour")], [])
+    store.checkpoints.settle()
+    with closing(_file_alone(store.db_path, tmp_path / "main-copy")) as main:
+        assert main.execute("SELECT relpath FROM files").fetchall() == [("a.md",)]
+    with closing(_file_alone(store.exact.path, tmp_path / "exact-copy")) as exact:
+        words = exact.execute("SELECT term FROM docs_exact_words WHERE term = 'walrus'")
+        assert words.fetchall() == [("walrus",)]
+
+
+def test_a_long_run_of_batches_keeps_the_log_bounded(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The limit is lowered so that a few MB of writes show it (the default is 64 MB).
+    monkeypatch.setattr(checkpointer, "LOG_LIMIT_BYTES", 256 << 10)
+    rng = random.Random(7)
+    vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=8)) for _ in range(5000)]
+    wal = Path(f"{store.db_path}-wal")
+    largest = 0
+    for batch in range(60):
+        notes = [
+            note(f"b{batch}/n{i}.md", " ".join(rng.choices(vocabulary, k=3000))) for i in range(4)
+        ]
+        store.apply(notes, [])
+        largest = max(largest, wal.stat().st_size)
+    store.checkpoints.settle()
+    with closing(sqlite3.connect(store.db_path)) as conn:
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+    # The log restarts instead of growing with the index: at most the limit plus the
+    # largest transaction (FTS5 merging segments writes a few MB at once).
+    assert pages * page_size > 10 << 20
+    assert largest < 5 << 20
+
+
+def test_a_file_that_is_gone_is_skipped_not_created(tmp_path: Path) -> None:
+    present = tmp_path / "present.sqlite3"
+    with closing(sqlite3.connect(present)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("CREATE TABLE t(x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.commit()
+        checkpoints = Checkpointer([tmp_path / "gone.sqlite3", present])
+        checkpoints.wrote()
+        checkpoints.settle()
+        checkpoints.close()
+        with closing(_file_alone(present, tmp_path / "copy")) as copy:
+            assert copy.execute("SELECT x FROM t").fetchall() == [(1,)]
+    assert not (tmp_path / "gone.sqlite3").exists()
