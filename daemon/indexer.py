@@ -236,6 +236,10 @@ class Indexer:
                     await on_progress(progress)
         if total + len(removed) >= CHECKPOINT_AFTER_FILES:
             await self._write(self.store.checkpoint)
+        elif total or removed:
+            # What this refresh wrote is in the database file when it returns, not
+            # moments later (a no-change refresh right after then sees a still file).
+            await self._write(self.store.checkpoints.settle)
         outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, seen, changed, removed, outcome.seconds)
         return outcome
