@@ -6,10 +6,12 @@ checkpoint later copies them into the database file, each step ended by an fsync
 Trigger: SQLite checkpoints inside the COMMIT that takes a log past 1000 pages, on the
 committing thread. During a full index that was every batch, for both files, on the
 writer thread, which is what a full index waits for. Over the 205 MB bench corpus
-(in-process, three runs each way) the writer spent 5.3 to 6.0 s of its batches
-outside the inserts; with the checkpoints here, 0.5 to 1.9 s, plus 0.5 s waiting for
-a restart and 1.2 s for the checkpoint that ends the refresh. Most of it is the disk:
-the fsyncs of the log and of the database.
+(``bench/write_path.py``, three rounds of each, alternating) the writer spent 5.0 to
+8.3 s of its batches outside the ``docs`` inserts; with the checkpoints here, 2.7 to
+4.0 s, plus 1.0 to 1.3 s for the checkpoint that ends the refresh (median scan 27.7
+-> 24.7 s, the same CPU time). Most of it is waiting for the disk: checkpointing
+every 10,000 pages instead of 1,000 saved nothing, so the cost follows the bytes
+written and synced, not the number of checkpoints.
 
 Why a thread with connections of its own: a PASSIVE checkpoint runs beside a write
 transaction (SQLite lets one checkpointer and one writer work at once), so the writer
