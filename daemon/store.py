@@ -401,8 +401,9 @@ class Store:
                 break
 
     def close(self) -> None:
-        # Readers first: only the last connection to close may checkpoint, and a
-        # read-only one cannot, which would leave the WAL holding the data.
+        # The background checkpoint and the readers first: only the last connection
+        # to close may checkpoint, and a read-only one cannot, which would leave the
+        # WAL holding the data.
         self.checkpoints.close()
         self._close_readers()
         self.exact.shutdown()
