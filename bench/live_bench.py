@@ -16,6 +16,7 @@ A benchmark, not a test: it takes a couple of minutes and never runs in CI.
 
     .venv/bin/python bench/live_bench.py                        # 10,000 files, ~100 MB
     .venv/bin/python bench/live_bench.py --files 2000 --mb 20 --idle 10   # a quick run
+    KB_LOG_LEVEL=debug .venv/bin/python bench/live_bench.py --keep  # every refresh logged
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ async def start(root: Path, work: Path, *options: str) -> tuple[Process, Path, l
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
     env["XDG_CONFIG_HOME"] = str(work / "config")
     cmd = [str(KBINDEXD), str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--log-level", "warning", *options]
+    cmd += ["--log-level", os.environ.get("KB_LOG_LEVEL", "warning"), *options]
     log = (work / "kbindexd.log").open("wb")
     proc = await anyio.open_process(cmd, env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + 60

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 BATCH_FILES: Final = 1000
 BATCH_BYTES: Final = 32 << 20
+PIPELINE_DEPTH: Final = 4
+MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
 CHECKPOINT_AFTER_FILES: Final = 1000
 """A refresh that wrote this many files empties the WAL when it ends."""
@@ -322,13 +324,21 @@ def _ignore(reason: str) -> None:
 
 
 def _batches(items: list[Seen]) -> list[list[Seen]]:
+    """``items`` in batches of at most BATCH_FILES files and BATCH_BYTES bytes, and
+    in at least PIPELINE_DEPTH batches once there are MIN_SPLIT_FILES files or more.
+
+    Trigger: the reconciler hands a burst (a git checkout) over in refreshes of up to
+    1,000 paths, and a refresh that is one batch cannot read its next batch while it
+    writes this one: a 5,000-file burst settled at 55% of full-index throughput.
+    Why several: reading overlaps writing from the second batch on."""
+    per_batch = min(BATCH_FILES, max(MIN_SPLIT_FILES, -(-len(items) // PIPELINE_DEPTH)))
     batches: list[list[Seen]] = []
     current: list[Seen] = []
     size = 0
     for item in items:
         current.append(item)
         size += item.size
-        if len(current) >= BATCH_FILES or size >= BATCH_BYTES:
+        if len(current) >= per_batch or size >= BATCH_BYTES:
             batches.append(current)
             current, size = [], 0
     if current:

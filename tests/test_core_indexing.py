@@ -100,6 +100,10 @@ async def test_refresh_reports_progress_then_result(make_daemon: MakeDaemon) -> 
     assert progress, "expected progress replies before the result"
     assert progress[-1].done == progress[-1].total == 1200  # type: ignore[attr-defined]
     assert replies[-1].files_changed == 1200  # type: ignore[attr-defined]
+    # Written in several batches, so reading the next overlaps writing this one (and
+    # the bar moves): at least four steps for 1,200 files.
+    steps = [p.done for p in progress if p.done]  # type: ignore[attr-defined]
+    assert steps == sorted(steps) and len(set(steps)) >= 4, steps
 
 
 async def test_refresh_of_one_file_and_of_a_deleted_file(daemon: Daemon) -> None:
