@@ -78,11 +78,6 @@ def prepare(relpath: str, loaded: Loaded) -> Document:
     return Document(loaded, *row_and_words(relpath, loaded.title, loaded.text))
 
 
-def row(relpath: str, title: str, body: str) -> Row:
-    """The column values of a document."""
-    return row_and_words(relpath, title, body)[0]
-
-
 def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:
     """The column values of a document and its ``exact_text``, which shares their work."""
     # NUL (possible past the 8 KiB that text detection samples) separates words for
