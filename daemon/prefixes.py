@@ -67,6 +67,11 @@ class Resolved:
     """A MATCH for ``docs_exact`` every document found must satisfy, if any."""
     exclude: str | None
     """A MATCH for ``docs_exact`` no document found may satisfy, if any."""
+    counted_by_require: bool = False
+    """The documents found are exactly those ``require`` finds on ``docs_exact``: the
+    query is one prefix of one word, and ``match`` holds every word it stands for (a
+    document holding such a word holds its stem), so only the stem-mates of those
+    words are taken away by the check."""
 
 
 def resolve(
@@ -82,16 +87,32 @@ def resolve(
         if excluded:
             expanded = f"({expanded}) NOT ({' OR '.join(map(_stem_prefix, excluded))})"
         return Resolved(expanded, None, None)
-    expanded = _PLACEHOLDER.sub(lambda m: _expand(conn, m.group(1)), match)
+    complete = True
+
+    def expand(found: re.Match[str]) -> str:
+        nonlocal complete
+        expr, every_word = _expand(conn, found.group(1))
+        complete = complete and every_word
+        return expr
+
+    expanded = _PLACEHOLDER.sub(expand, match)
     require = " AND ".join(_exact(t) for t in required) or None
     exclude = " OR ".join(f"({_exact(t)})" for t in excluded) or None
-    return Resolved(expanded, require, exclude)
+    lone = (
+        not excluded
+        and len(required) == 1
+        and match == placeholder(required[0])
+        and len(tokens.WORD.findall(required[0])) == 1
+    )
+    return Resolved(expanded, require, exclude, counted_by_require=lone and complete)
 
 
-def _expand(conn: sqlite3.Connection, text: str) -> str:
+def _expand(conn: sqlite3.Connection, text: str) -> tuple[str, bool]:
+    """The expression for the prefix term ``text``, and whether it names every word
+    the prefix stands for (at most MAX_WORDS)."""
     found = list(tokens.WORD.finditer(text))
     if not found:
-        return NOTHING
+        return NOTHING, True
     last = found[-1]
     head = text[: last.start()]  # words before the prefix, matched as a phrase with it
     words = [
@@ -102,9 +123,10 @@ def _expand(conn: sqlite3.Connection, text: str) -> str:
         )
     ]
     phrases = [fts5_string(head + w) for w in words[:MAX_WORDS]]
-    if len(words) > MAX_WORDS:
+    complete = len(words) <= MAX_WORDS
+    if not complete:
         phrases.insert(0, fts5_string(head + last.group()) + "*")
-    return "(" + " OR ".join(phrases) + ")" if phrases else NOTHING
+    return ("(" + " OR ".join(phrases) + ")" if phrases else NOTHING), complete
 
 
 def _stem_prefix(text: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -127,34 +128,46 @@ class _Query:
                 if expr is not None:
                     checks += f" AND +d.rowid {kind} {holding}"
                     exact.append(expr)
-            # The files row is joined to rank only with a path filter: every document
-            # has one, written in the same transaction.
+            # The files row is joined only with a path filter: every document has
+            # one, written in the same transaction. (Trigger: counting through the
+            # join found each match's files row, 10,000 lookups for a common word:
+            # 3.5 ms of a 4 ms count.)
             joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
-            matches = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
+            matches = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}"
+            total: int | None = None
+            if exact:
+                # Trigger: the checks cost a third of ranking a prefix, and mostly
+                # remove nothing (a stem-mate of a word such as "universe" for
+                # ``universi*`` is rare). Why counts: when the checks keep every
+                # match, the matches are the answer; two counts cost less than
+                # checking every match while ranking it.
+                if resolved.counted_by_require and not params:
+                    total = _count(conn, f"{EXACT} WHERE {EXACT} MATCH ?", exact)
+                else:
+                    total = _count(conn, matches + checks, [resolved.match, *params, *exact])
+                if total == _count(conn, matches, [resolved.match, *params]):
+                    checks, exact = "", []
             # Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for
             # a question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite
             # keeps only the best LIMIT rows as it goes, where FTS5 sorts every match;
-            # and the conditions above run before bm25, so only the rows they keep are
+            # and the conditions run before bm25, so only the rows they keep are
             # scored. The inner SELECT names no column: the body is read for the rows
             # returned only. No snippet() here: see ``passages``.
             sql = f"""
                 SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
                 FROM (
-                    SELECT d.rowid AS id, {ranking} AS score FROM {matches}
+                    SELECT d.rowid AS id, {ranking} AS score FROM {matches}{checks}
                     ORDER BY score LIMIT ?
                 ) s JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
                 ORDER BY s.score
             """
-            args = [resolved.match, *params, *exact, self.limit]
-            rows = conn.execute(sql, args).fetchall()
-            if len(rows) < self.limit:
-                total = len(rows)
-            else:
-                # Trigger: counting through the join to files found each match's
-                # files row (10,000 lookups for a common word: 3.5 ms of a 4 ms count).
-                total = conn.execute(
-                    f"SELECT count(*) FROM {matches}", [resolved.match, *params, *exact]
-                ).fetchone()[0]
+            rows = conn.execute(sql, [resolved.match, *params, *exact, self.limit]).fetchall()
+            if total is None:
+                total = (
+                    len(rows)
+                    if len(rows) < self.limit
+                    else _count(conn, matches, [resolved.match, *params])
+                )
         except sqlite3.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -179,6 +192,11 @@ class _Query:
                 )
             )
         return hits, total
+
+
+def _count(conn: sqlite3.Connection, source: str, args: Sequence[object]) -> int:
+    """How many rows ``SELECT ... FROM source`` finds."""
+    return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
 def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[FileInfo], int]:

@@ -107,3 +107,22 @@ def test_an_exact_file_in_the_old_layout_is_rebuilt(tmp_path: Path) -> None:
         assert found(s, "deprecat*") == ["old.md"]
     finally:
         s.close()
+
+
+def test_a_prefix_counts_only_its_own_words_beyond_the_first_page(store: Store) -> None:
+    # The count decides whether the exactness check may be skipped while ranking:
+    # stem-mates ("universe") must be neither counted nor listed, with or without
+    # a path filter, however many documents there are.
+    add(
+        store,
+        **{f"campus{i:02d}": f"the university number {i}" for i in range(12)},
+        **{f"cosmos{i}": "the universe universe universe" for i in range(5)},
+    )
+    with store.reader() as conn:
+        result = searcher.search(conn, compile_query("universi*"), 10, None)
+        filtered = searcher.search(conn, compile_query("universi*"), 10, "campus0*")
+    assert result.total == 12 and len(result.hits) == 10
+    assert all(hit.relpath.startswith("campus") for hit in result.hits)
+    assert filtered.total == 10 and {h.relpath for h in filtered.hits} == {
+        f"campus{i:02d}.md" for i in range(10)
+    }
