@@ -3,10 +3,11 @@
 Trigger: FTS5's ``snippet()`` scores every window around every phrase hit against
 every other hit, quadratic in the hits of a document: ten 400 KB files full of a
 common word took 1.2 s for one query (``highlight()`` still re-tokenizes the whole
-body, 0.3 s). Why this instead: one regex pass over the top hits' bodies, stopped
-after ``MAX_LINES`` matching lines, costs milliseconds whatever the file size, and it
-also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK word
-inside a run, a match only in the file name).
+body, 0.3 s). Why this instead: one pass of substring searches (``str.find``, in C)
+over the top hits' bodies, stopped after ``MAX_LINES`` matching lines, is bounded
+whatever the file size (0.9 ms for the ten hits of a four-word bench question), and
+it also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK
+word inside a run, a match only in the file name).
 
 Needles are the query's words, lower-cased (``Compiled.terms``). Porter stemming
 matched ``picks`` for ``pick`` and ``scheduling`` for ``scheduler``; a needle of five
@@ -16,7 +17,9 @@ passage shown is where the search matched.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
 
@@ -80,69 +83,157 @@ def _coverage(needles: tuple[str, ...]) -> dict[str, frozenset[str]]:
 
 
 @lru_cache(maxsize=256)
-def _line_pattern(needles: tuple[str, ...]) -> re.Pattern[str]:
-    """Case-sensitive, for lower-cased text: 5x faster than re.IGNORECASE, which
-    checks both cases at every position of every line."""
-    return re.compile("|".join(re.escape(s) for s in _spellings(needles)))
+def _ordered(needles: tuple[str, ...]) -> tuple[str, ...]:
+    """The spellings in the order the alternatives of ``needle_pattern`` run."""
+    return tuple(_spellings(needles))
 
 
 @lru_cache(maxsize=256)
 def needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str] | None:
     """One case-insensitive pattern for all needles, longest spelling first, each
-    word and stem taking the rest of the word it starts."""
+    word and stem taking the rest of the word it starts.
+
+    Compiled only for a text whose lower case changes its length (``İ``): elsewhere
+    ``_occurrences`` finds what it would. Trigger: compiling it and its lower-case
+    twin took 0.27 ms of every four-word query (Python parses a pattern in Python)."""
     if not needles:
         return None
-    alternatives = (
-        re.escape(s) + (_REST if s.isascii() and s.isalpha() else "") for s in _spellings(needles)
-    )
+    alternatives = (re.escape(s) + (_REST if _takes_rest(s) else "") for s in _spellings(needles))
     return re.compile("|".join(alternatives), re.IGNORECASE)
+
+
+def _takes_rest(spelling: str) -> bool:
+    return spelling.isascii() and spelling.isalpha()
+
+
+def _occurrences(
+    text: str, spellings: tuple[str, ...], start: int, end: int, rest: str | None = None
+) -> Iterator[tuple[int, int, str]]:
+    """(start, end, spelling) of each match of ``spellings`` in ``text[start:end]`` as
+    the regex ``spelling1|spelling2|...`` finds them: leftmost first, the earlier
+    spelling where two start at one place, none overlapping. With ``rest`` (``text``
+    before lower-casing), a word spelling also takes the lower-case ASCII letters
+    that follow it there, as ``_REST`` does."""
+    following = {s: text.find(s, start, end) for s in spellings}
+    pos = start
+    while True:
+        found, first = "", end
+        for spelling in spellings:
+            at = following[spelling]
+            if at == -1:
+                continue
+            if at < pos:  # inside the last match: look again past it
+                at = following[spelling] = text.find(spelling, pos, end)
+                if at == -1:
+                    continue
+            if at < first:
+                found, first = spelling, at
+        if not found:
+            return
+        stop = first + len(found)
+        if rest is not None and _takes_rest(found):
+            while stop < end and "a" <= rest[stop] <= "z":
+                stop += 1
+        yield first, stop, found
+        pos = stop
 
 
 def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     """(snippet, line) of the line with the most distinct needles, the first such
     line (1-based), with the needles marked as ``**bold**``; None when none occurs."""
-    pattern = needle_pattern(needles)
-    if pattern is None:
+    if not needles:
         return None
     # Lines are found on the lower-cased body (the same offsets unless lower()
     # changed its length, as for "İ"); only the shown window is marked case-aware.
     lowered = body.lower()
-    text, lines = (
-        (lowered, _line_pattern(needles)) if len(lowered) == len(body) else (body, pattern)
-    )
-    # On the lower-cased text each match is a spelling, which shows some needles: the
-    # first line that shows them all is the answer (for a one-word query, the first
-    # line it is on). The other pattern takes whole words: no such bound.
-    coverage = _coverage(needles) if text is lowered else None
-    most = len(needles) if coverage is not None else MAX_LINES
-    best, start, pos = 0, 0, 0
-    for _ in range(MAX_LINES):
-        # One search finds the next line holding a needle; one findall counts the
-        # distinct needles on it. Both run in C: a line costs two calls, not a
-        # Python step per occurrence.
-        found = lines.search(text, pos)
-        if found is None:
-            break
+    if len(lowered) != len(body):
+        return _best_by_pattern(body, needles)
+    # Each match is a spelling, which shows some needles: the first line that shows
+    # them all is the answer (for a one-word query, the first line it is on).
+    spellings, coverage = _ordered(needles), _coverage(needles)
+    best, start = 0, 0
+    for line_start, line_end in itertools.islice(_lines_holding(lowered, spellings), MAX_LINES):
+        on_line = _occurrences(lowered, spellings, line_start, line_end)
+        shown = len(frozenset().union(*(coverage[s] for _, _, s in on_line)))
+        if shown > best:
+            best, start = shown, line_start
+            if best >= len(needles):
+                break
+    if best == 0:
+        return None
+    return _marked(_lines_from(body, start), needles), body.count("\n", 0, start) + 1
+
+
+def _best_by_pattern(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
+    """``best_passage`` on the text as it is, with whole words found by the pattern."""
+    pattern = needle_pattern(needles)
+    assert pattern is not None
+    best, start = 0, 0
+    for line_start, line_end in itertools.islice(_lines_matching(body, pattern), MAX_LINES):
+        distinct = len({w.lower() for w in pattern.findall(body, line_start, line_end)})
+        if distinct > best:
+            best, start = distinct, line_start
+    if best == 0:
+        return None
+    return _marked(_lines_from(body, start), needles), body.count("\n", 0, start) + 1
+
+
+def _marked(text: str, needles: tuple[str, ...]) -> str:
+    """At most MAX_CHARS of ``text`` around its first needle, needles marked."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        spellings = _ordered(needles)
+        first = next(_occurrences(lowered, spellings, 0, len(text)), None)
+        window = _window(text, first[0] if first else 0).replace(OPEN, "").replace(CLOSE, "")
+        low = window.lower()
+        if len(low) == len(window):
+            parts: list[str] = []
+            pos = 0
+            for at, stop, _ in _occurrences(low, spellings, 0, len(low), rest=window):
+                parts += (window[pos:at], OPEN, window[at:stop], CLOSE)
+                pos = stop
+            return clean("".join(parts) + window[pos:])
+    pattern = needle_pattern(needles)
+    assert pattern is not None
+    found = pattern.search(text)
+    window = _window(text, found.start() if found else 0).replace(OPEN, "").replace(CLOSE, "")
+    return clean(pattern.sub(lambda m: OPEN + m.group() + CLOSE, window))
+
+
+def _lines_holding(text: str, spellings: tuple[str, ...]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` holding one of ``spellings``, in order.
+
+    Trigger: one regex of the spellings, searched line after line, scanned text at
+    about 150 MB/s (66 µs for a 10 KB body); a question's hits rarely have a line
+    holding every word, so each was scanned whole: 1.6 ms of a query's 7. Why
+    ``str.find``: CPython's substring search skips ahead, several times faster, and a
+    spelling is looked for again only past the line where it was found. No spelling
+    holds a line break, so these are the lines the regex finds."""
+    following = {s: at for s in spellings if (at := text.find(s)) != -1}
+    while following:
+        first = min(following.values())
+        line_start = text.rfind("\n", 0, first) + 1
+        line_end = text.find("\n", first)
+        line_end = len(text) if line_end == -1 else line_end
+        yield line_start, line_end
+        for spelling, at in list(following.items()):
+            if at < line_end:
+                after = text.find(spelling, line_end + 1)
+                if after == -1:
+                    del following[spelling]
+                else:
+                    following[spelling] = after
+
+
+def _lines_matching(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text`` where ``pattern`` matches, in order."""
+    pos = 0
+    while (found := pattern.search(text, pos)) is not None:
         line_start = text.rfind("\n", 0, found.start()) + 1
         line_end = text.find("\n", found.end())
         line_end = len(text) if line_end == -1 else line_end
-        matched = set(lines.findall(text, line_start, line_end))
-        if coverage is not None:
-            distinct = len(frozenset().union(*(coverage[m] for m in matched)))
-        else:
-            distinct = len({w.lower() for w in matched})
-        if distinct > best:
-            best, start = distinct, line_start
-            if best >= most:
-                break
+        yield line_start, line_end
         pos = line_end + 1
-    if best == 0:
-        return None
-    text = _lines_from(body, start)
-    first = pattern.search(text)
-    window = _window(text, first.start() if first else 0).replace(OPEN, "").replace(CLOSE, "")
-    marked = pattern.sub(lambda m: OPEN + m.group() + CLOSE, window)
-    return clean(marked), body.count("\n", 0, start) + 1
 
 
 def head(body: str) -> str:

@@ -3,7 +3,11 @@ stem-aware, bounded whatever the size of the file."""
 
 from __future__ import annotations
 
-from kbindex.daemon.passages import MAX_CHARS, best_passage, head
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kbindex.daemon.passages import _REST, MAX_CHARS, _occurrences, best_passage, head
 from kbindex.daemon.query import compile_query
 
 
@@ -82,3 +86,30 @@ def test_the_phrase_itself_wins_over_its_words_apart() -> None:
     # An identifier shows its parts too: the line holding it whole wins.
     body = "max and file size, but mb\nset max_file_size_mb here\n"
     assert (passage(body, "max_file_size_mb") or ("", 0))[1] == 2
+
+
+_SPELLING = st.text(alphabet="abc -", min_size=1, max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="abcABC -\n", max_size=60),
+    spellings=st.lists(_SPELLING, min_size=1, max_size=4, unique=True),
+)
+def test_string_search_finds_what_the_regex_of_the_spellings_finds(
+    text: str, spellings: list[str]
+) -> None:
+    # Snippets are placed and marked by str.find (``_occurrences``) instead of a
+    # compiled regex; they must agree match for match, with and without the rest of
+    # a word (``_REST``), or a snippet would show a different line or marks.
+    ordered = tuple(sorted(spellings, key=len, reverse=True))
+    lowered = text.lower()
+    plain = re.compile("|".join(map(re.escape, ordered)))
+    expected = [(m.start(), m.end()) for m in plain.finditer(lowered)]
+    found = [(a, b) for a, b, _ in _occurrences(lowered, ordered, 0, len(text))]
+    assert found == expected
+    rest = (re.escape(s) + (_REST if s.isalpha() else "") for s in ordered)
+    marking = re.compile("|".join(rest), re.IGNORECASE)
+    expected = [(m.start(), m.end()) for m in marking.finditer(text)]
+    found = [(a, b) for a, b, _ in _occurrences(lowered, ordered, 0, len(text), rest=text)]
+    assert found == expected
