@@ -19,6 +19,8 @@ MAX_REQUEST_BYTES: Final = 1 << 20
 """Largest request the daemon reads (1 MiB): requests are small."""
 MAX_REPLY_BYTES: Final = 32 << 20
 """Largest reply a client reads (32 MiB): replies are bounded by the daemon's budgets."""
+RECEIVE_BYTES: Final = 1 << 16
+"""Most a reader takes from its stream at a time."""
 
 
 class FrameTooLarge(Exception):
@@ -60,12 +62,21 @@ class FrameReader:
     ``frame_timeout`` set, the rest of the frame must then arrive within that many
     seconds. ``idle_since`` is the monotonic time the reader began waiting for a frame,
     or None while it is inside one.
+
+    Trigger: the reader asked the stream for the first byte, then the other three of
+    the length, then the body: three receives a frame, each a pass of the event loop
+    (anyio checkpoints on every receive). Why a buffer of its own: it takes what the
+    stream has, up to RECEIVE_BYTES, so a frame that arrived whole (nearly all of
+    them) costs one receive, and several frames sent together cost one between them.
+    The length is still checked before the reader waits for the body, and it never
+    takes more than RECEIVE_BYTES beyond the frame it is reading.
     """
 
     def __init__(
         self, stream: ByteReceiveStream, max_size: int, frame_timeout: float | None = None
     ) -> None:
         self._stream = BufferedByteReceiveStream(stream)
+        self._buffer = bytearray()
         self._max_size = max_size
         self._frame_timeout = frame_timeout
         self.idle_since: float | None = time.monotonic()
@@ -76,44 +87,54 @@ class FrameReader:
         Raises FrameTooLarge, IncompleteFrame or SlowFrame.
         """
         self.idle_since = time.monotonic()
-        first = await self._read_exactly(1, at_boundary=True)
-        self.idle_since = None
-        if first is None:
+        if not self._buffer and not await self._receive():
             return None
+        self.idle_since = None
+        body = self._take()
+        if body is not None:
+            return body
         if self._frame_timeout is None:
-            return await self._rest(first)
+            return await self._rest()
         try:
             with anyio.fail_after(self._frame_timeout):
-                return await self._rest(first)
+                return await self._rest()
         except TimeoutError:
             raise SlowFrame(self._frame_timeout) from None
 
-    async def _rest(self, first: bytes) -> bytes:
-        header = first + (await self._read_exactly(HEADER.size - 1, at_boundary=False) or b"")
-        (size,) = HEADER.unpack(header)
+    def _take(self) -> bytes | None:
+        """The first frame's body, taken out of the buffer, if it is all there."""
+        if len(self._buffer) < HEADER.size:
+            return None
+        (size,) = HEADER.unpack_from(self._buffer)
         if size > self._max_size:
             raise FrameTooLarge(size, self._max_size)
-        body = await self._read_exactly(size, at_boundary=False)
-        assert body is not None
+        end = HEADER.size + size
+        if len(self._buffer) < end:
+            return None
+        body = bytes(self._buffer[HEADER.size : end])
+        del self._buffer[:end]
         return body
 
-    async def _read_exactly(self, n: int, *, at_boundary: bool) -> bytes | None:
-        if n == 0:
-            return b""
-        chunks: list[bytes] = []
-        remaining = n
-        while remaining:
-            try:
-                chunk = await self._stream.receive(remaining)
-            except Exception as exc:
-                if _is_end_of_stream(exc):
-                    if at_boundary and remaining == n:
-                        return None
-                    raise IncompleteFrame(f"stream ended {remaining} bytes short") from exc
-                raise
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+    async def _rest(self) -> bytes:
+        while (body := self._take()) is None:
+            missing = RECEIVE_BYTES
+            if len(self._buffer) >= HEADER.size:  # the length is known (and allowed)
+                missing = HEADER.size + HEADER.unpack_from(self._buffer)[0] - len(self._buffer)
+            if not await self._receive(max(missing, RECEIVE_BYTES)):
+                raise IncompleteFrame(f"stream ended inside a frame ({len(self._buffer)} bytes)")
+        return body
+
+    async def _receive(self, most: int = RECEIVE_BYTES) -> bool:
+        """Add what the stream has, up to ``most`` bytes, to the buffer; False at the
+        end of the stream."""
+        try:
+            chunk = await self._stream.receive(most)
+        except Exception as exc:
+            if _is_end_of_stream(exc):
+                return False
+            raise
+        self._buffer += chunk
+        return True
 
 
 def _is_end_of_stream(exc: Exception) -> bool:
