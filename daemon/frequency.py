@@ -19,6 +19,7 @@ so the common words still fill the list: leaving them out never shortens a resul
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon import prefixes
@@ -36,15 +37,39 @@ def documents(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[str, ...] | None:
+@dataclass(frozen=True, slots=True)
+class Census:
+    """How many documents hold each item of an ``any`` expression, counted up to
+    ``cap`` (the first count past COMMON_FRACTION of the ``documents``)."""
+
+    documents: int
+    cap: int
+    held: dict[str, int]
+    """Each item but the prefix terms (which stand for words only resolved later)."""
+
+    def exact(self, item: str) -> int | None:
+        """How many documents hold ``item``, when it was counted to the end."""
+        n = self.held.get(item)
+        return n if n is not None and n < self.cap else None
+
+
+def census(conn: sqlite3.Connection, alternatives: Alternatives) -> Census:
+    total = documents(conn)
+    cap = int(COMMON_FRACTION * total) + 1
+    items = dict.fromkeys(i for i in alternatives.items if not prefixes.holds_prefix(i))
+    return Census(total, cap, {i: _held_by(conn, i, cap) for i in items})
+
+
+def selective(
+    conn: sqlite3.Connection, alternatives: Alternatives, counted: Census | None = None
+) -> tuple[str, ...] | None:
     """The items of ``alternatives`` that are not common, when some are common and some
     are not; None when leaving nothing out (all common, or none)."""
     items = alternatives.items
     if len(items) < 2:
         return None
-    cap = int(COMMON_FRACTION * documents(conn)) + 1
-    # A prefix term stands for words only resolved later: it is kept (and not counted).
-    kept = tuple(i for i in items if prefixes.holds_prefix(i) or _held_by(conn, i, cap) < cap)
+    counted = counted or census(conn, alternatives)
+    kept = tuple(i for i in items if counted.held.get(i, 0) < counted.cap)
     return kept if kept and len(kept) < len(items) else None
 
 

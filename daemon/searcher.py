@@ -11,9 +11,9 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from kbindex.daemon import frequency, passages, prefixes
+from kbindex.daemon import bounds, frequency, passages, prefixes
 from kbindex.daemon.documents import EXACT, STEMMED
 from kbindex.daemon.query import Alternatives, BadQuery, Compiled
 from kbindex.daemon.store import is_damage
@@ -75,8 +75,19 @@ def search(
 ) -> SearchResult:
     if compiled.match is None:
         return SearchResult([], 0, compiled.mode)
-    Deadline(conn, QUERY_DEADLINE_SECONDS)
-    query = _Query(limit, path_filter, compiled.terms, weights)
+    # One read transaction: the counts, the bound drawn from them (``bounds``) and
+    # the ranking all see the same documents, however the writer moves on meanwhile.
+    conn.execute("BEGIN")
+    try:
+        Deadline(conn, QUERY_DEADLINE_SECONDS)
+        return _search(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
+    finally:
+        conn.set_progress_handler(None, 0)  # an expired deadline would stop the ROLLBACK
+        conn.execute("ROLLBACK")
+
+
+def _search(conn: sqlite3.Connection, compiled: Compiled, query: _Query) -> SearchResult:
+    assert compiled.match is not None
     excluded = compiled.excluded_prefixes
     alternatives = compiled.alternatives
     if compiled.mode == "any" and alternatives is not None:
@@ -100,13 +111,25 @@ class _Query:
         self, conn: sqlite3.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
     ) -> tuple[list[Hit], int]:
         """An ``any`` expression, its common items left out where that still fills the
-        list (see ``frequency``)."""
-        selective = frequency.selective(conn, alternatives)
+        list (see ``frequency``), ranked past the matches that cannot reach the list
+        (see ``bounds``)."""
+        items = alternatives.items
+        if len(set(items)) < 2:
+            return self.run(conn, alternatives.expression(), (), excluded)
+        counted = frequency.census(conn, alternatives)
+        selective = frequency.selective(conn, alternatives, counted)
         if selective is not None:
-            hits, total = self.run(conn, alternatives.expression(selective), (), excluded)
+            hits, total = self.run(
+                conn,
+                alternatives.expression(selective),
+                (),
+                excluded,
+                bounds.pruning(selective, counted),
+            )
             if len(hits) >= self.limit:
                 return hits, total
-        return self.run(conn, alternatives.expression(), (), excluded)
+        pruning = bounds.pruning(items, counted)
+        return self.run(conn, alternatives.expression(), (), excluded, pruning)
 
     def run(
         self,
@@ -114,6 +137,7 @@ class _Query:
         match: str,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
+        pruning: bounds.Pruning | None = None,
     ) -> tuple[list[Hit], int]:
         cond, params = path_condition(self.path_filter)
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
@@ -147,21 +171,35 @@ class _Query:
                     total = _count(conn, matches + checks, [resolved.match, *params, *exact])
                 if total == _count(conn, matches, [resolved.match, *params]):
                     checks, exact = "", []
+
             # Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for
             # a question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite
             # keeps only the best LIMIT rows as it goes, where FTS5 sorts every match;
             # and the conditions run before bm25, so only the rows they keep are
             # scored. The inner SELECT names no column: the body is read for the rows
             # returned only. No snippet() here: see ``passages``.
-            sql = f"""
-                SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
-                FROM (
-                    SELECT d.rowid AS id, {ranking} AS score FROM {matches}{checks}
-                    ORDER BY score LIMIT ?
-                ) s JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
-                ORDER BY s.score
-            """
-            rows = conn.execute(sql, [resolved.match, *params, *exact, self.limit]).fetchall()
+            def ranked(limit_to: str = "", *extra: str) -> list[Any]:
+                sql = f"""
+                    SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body,
+                        s.score
+                    FROM (
+                        SELECT d.rowid AS id, {ranking} AS score FROM {matches}{checks}
+                        {limit_to} ORDER BY score LIMIT ?
+                    ) s JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
+                    ORDER BY s.score
+                """
+                args = [resolved.match, *params, *exact, *extra, self.limit]
+                return conn.execute(sql, args).fetchall()
+
+            rows = None
+            if pruning is not None:
+                candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
+                listed = f"AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+                rows = ranked(listed, candidates)
+                if len(rows) < self.limit or -rows[-1][-1] < pruning.bound:
+                    rows = None  # a match left out could have made the list: rank them all
+            if rows is None:
+                rows = ranked()
             if total is None:
                 total = (
                     len(rows)

@@ -1,0 +1,107 @@
+"""An ``any`` query ranks only the matches that can reach its list, and lists exactly
+what ranking every match lists (``daemon/bounds.py``).
+
+These tests write real documents through the store and search them through its reader
+pool, as the daemon does. The reference ranking is the same searcher with the bound
+switched off (``bounds.pruning`` returning None): the one thing replaced, so that both
+paths run on the same index.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from conftest import note
+from kbindex.daemon import bounds, frequency, searcher
+from kbindex.daemon.query import Alternatives, BadQuery, compile_query
+from kbindex.daemon.store import Store
+
+WORDS = [f"w{i:03d}x" for i in range(150)]
+
+
+def corpus(rng: random.Random, documents: int) -> dict[str, str]:
+    """Documents of Zipf-distributed words, of lengths from a line to a page, some with
+    their words in the title too (weights differ by column)."""
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    docs = {}
+    for i in range(documents):
+        body = " ".join(rng.choices(WORDS, weights, k=rng.randint(3, 80)))
+        title = f"# {' '.join(rng.sample(WORDS, 2))}\n" if i % 5 == 0 else ""
+        docs[f"d{i:03d}.md"] = title + body
+    return docs
+
+
+def listed(store: Store, query: str, limit: int) -> tuple[list[tuple[str, float]], int, str]:
+    """(path, score) best first, total_hits, and how the list was ranked: "whole"
+    (every match), "bounded" (the candidates only), "fell back" (both, in turn)."""
+    ranked: list[str] = []
+    with store.reader() as conn:
+
+        def trace(sql: str) -> None:
+            if "bm25(" in sql:
+                ranked.append(sql)
+
+        conn.set_trace_callback(trace)
+        try:
+            result = searcher.search(conn, compile_query(query, "any"), limit, None)
+        finally:
+            conn.set_trace_callback(None)
+    bounded = "+d.rowid IN (SELECT rowid FROM docs WHERE" in ranked[0]
+    way = "fell back" if len(ranked) == 2 else "bounded" if bounded else "whole"
+    return [(h.relpath, h.score) for h in result.hits], result.total, way
+
+
+def test_the_list_is_the_one_ranking_every_match_gives(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(7)
+    store.apply([note(n, t) for n, t in corpus(rng, 300).items()], [])
+    queries = [
+        (" ".join(rng.sample(WORDS, rng.randint(2, 5))), rng.choice([1, 3, 10, 30]))
+        for _ in range(150)
+    ]
+    pruned = [listed(store, q, limit) for q, limit in queries]
+    off: Callable[..., None] = lambda *_: None  # noqa: E731
+    monkeypatch.setattr(bounds, "pruning", off)
+    everything = [listed(store, q, limit) for q, limit in queries]
+    for (query, limit), (hits, total, _), (expected, expected_total, _) in zip(
+        queries, pruned, everything, strict=True
+    ):
+        assert (hits, total) == (expected, expected_total), (query, limit)
+    # Both paths were taken: the bound held for most queries, and some fell back.
+    ways = Counter(way for _, _, way in pruned)
+    assert ways["bounded"] > len(queries) // 2 and ways["fell back"] > 0, ways
+
+
+def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> None:
+    docs = {f"a{i}.md": "alpha common" for i in range(6)}
+    docs |= {f"b{i}.md": "beta common" for i in range(3)}
+    docs |= {f"c{i}.md": "filler text" for i in range(11)}
+    store.apply([note(n, t) for n, t in docs.items()], [])
+    alternatives = Alternatives(('"alpha"', '"beta"', '"alpha"'))
+    with store.reader() as conn:
+        counted = frequency.census(conn, alternatives)
+    pruning = bounds.pruning(alternatives.items, counted)
+    assert pruning is not None and pruning.candidates == '"beta"'
+    # "alpha" is in 6 of 20 documents and typed twice: two phrases, each below
+    # idf * (k1 + 1).
+    assert pruning.bound == pytest.approx(2 * 2.2 * math.log((20 - 6 + 0.5) / (6 + 0.5)))
+    # A column filter has shares this module does not bound: nothing is left out.
+    filtered = Alternatives(('"alpha"', '{grams}: "beta"'))
+    assert bounds.pruning(filtered.items, counted) is None
+
+
+def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Store) -> None:
+    # A search reads in one transaction; one left open on a pooled connection would
+    # keep the writer's log from ever being copied back (it would grow without end).
+    store.apply([note("a.md", "alpha beta gamma delta")], [])
+    with store.reader() as conn:
+        searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+        assert not conn.in_transaction
+        with pytest.raises(BadQuery):
+            searcher.search(conn, compile_query("alpha AND AND", "raw"), 10, None)
+        assert not conn.in_transaction
