@@ -284,7 +284,9 @@ class Server:
             self.connections -= 1
 
     async def _converse(self, stream: SocketStream, conn: _Connection) -> None:
-        lock = anyio.Lock()
+        # fast_acquire: an uncontended lock or slot costs no pass of the event loop (the
+        # write and the answer that follow yield anyway).
+        lock = anyio.Lock(fast_acquire=True)
 
         async def send(reply: Reply) -> None:
             body = _encoder.encode(reply)
@@ -318,7 +320,7 @@ class Server:
             return
         reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
         conn.reader = reader
-        slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        slots = anyio.Semaphore(MAX_IN_FLIGHT, fast_acquire=True)
         async with anyio.create_task_group() as tg:
             while True:
                 try:

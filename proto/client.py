@@ -92,7 +92,7 @@ class Client:
     def __init__(self, stream: SocketStream, socket_path: Path) -> None:
         self._stream = stream
         self._reader = framing.FrameReader(stream, framing.MAX_REPLY_BYTES)
-        self._send_lock = anyio.Lock()
+        self._send_lock = anyio.Lock(fast_acquire=True)  # the write yields anyway
         self._ids = itertools.count(1)
         self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError]] = {}
         self._closed: ClientError | None = None
@@ -137,7 +137,10 @@ class Client:
                 reply = _decoder.decode(body)
                 channel = self._pending.get(reply.id)
                 if channel is not None:
-                    await channel.send(reply)
+                    try:  # without a pass of the event loop when there is room
+                        channel.send_nowait(reply)
+                    except anyio.WouldBlock:
+                        await channel.send(reply)
                 elif isinstance(reply, ErrorReply) and reply.id == 0:
                     # About the connection, not a request (busy, permission denied, a
                     # frame refused): it closes next, and this is why.
