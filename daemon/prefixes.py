@@ -29,7 +29,7 @@ import re
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from kbindex.daemon import exactindex, tokens
@@ -72,6 +72,10 @@ class Resolved:
     query is one prefix of one word, and ``match`` holds every word it stands for (a
     document holding such a word holds its stem), so only the stem-mates of those
     words are taken away by the check."""
+    held: dict[str, int] = field(default_factory=dict)
+    """When ``counted_by_require``: each phrase of ``match`` (one word), with the number
+    of documents holding that word as written, never more than its phrase matches
+    (which also finds its stem-mates). Empty otherwise."""
 
 
 def resolve(
@@ -87,13 +91,11 @@ def resolve(
         if excluded:
             expanded = f"({expanded}) NOT ({' OR '.join(map(_stem_prefix, excluded))})"
         return Resolved(expanded, None, None)
-    complete = True
+    expansions: list[_Expansion] = []
 
     def expand(found: re.Match[str]) -> str:
-        nonlocal complete
-        expr, every_word = _expand(conn, found.group(1))
-        complete = complete and every_word
-        return expr
+        expansions.append(_expand(conn, found.group(1)))
+        return expansions[-1].expr
 
     expanded = _PLACEHOLDER.sub(expand, match)
     require = " AND ".join(_exact(t) for t in required) or None
@@ -104,29 +106,38 @@ def resolve(
         and match == placeholder(required[0])
         and len(tokens.WORD.findall(required[0])) == 1
     )
-    return Resolved(expanded, require, exclude, counted_by_require=lone and complete)
+    if lone and all(e.complete for e in expansions):
+        return Resolved(expanded, require, exclude, True, expansions[0].held)
+    return Resolved(expanded, require, exclude)
 
 
-def _expand(conn: sqlite3.Connection, text: str) -> tuple[str, bool]:
-    """The expression for the prefix term ``text``, and whether it names every word
-    the prefix stands for (at most MAX_WORDS)."""
+@dataclass(frozen=True, slots=True)
+class _Expansion:
+    expr: str
+    complete: bool
+    """Whether ``expr`` names every word the prefix stands for (at most MAX_WORDS)."""
+    held: dict[str, int]
+    """Each phrase of ``expr``, with the documents holding its last word as written."""
+
+
+def _expand(conn: sqlite3.Connection, text: str) -> _Expansion:
+    """The expression for the prefix term ``text``."""
     found = list(tokens.WORD.finditer(text))
     if not found:
-        return NOTHING, True
+        return _Expansion(NOTHING, True, {})
     last = found[-1]
     head = text[: last.start()]  # words before the prefix, matched as a phrase with it
-    words = [
-        w
-        for (w,) in conn.execute(
-            f"SELECT term FROM {VOCABULARY} WHERE term >= ? AND term < ? LIMIT ?",
-            (*_bounds(fold(last.group())), MAX_WORDS + 1),
-        )
-    ]
-    phrases = [fts5_string(head + w) for w in words[:MAX_WORDS]]
+    # fts5vocab counts a word's documents as it lists the word: at no extra cost.
+    words = conn.execute(
+        f"SELECT term, doc FROM {VOCABULARY} WHERE term >= ? AND term < ? LIMIT ?",
+        (*_bounds(fold(last.group())), MAX_WORDS + 1),
+    ).fetchall()
+    held = {fts5_string(head + w): n for w, n in words[:MAX_WORDS]}
+    phrases = list(held)
     complete = len(words) <= MAX_WORDS
     if not complete:
         phrases.insert(0, fts5_string(head + last.group()) + "*")
-    return ("(" + " OR ".join(phrases) + ")" if phrases else NOTHING), complete
+    return _Expansion("(" + " OR ".join(phrases) + ")" if phrases else NOTHING, complete, held)
 
 
 def _stem_prefix(text: str) -> str:

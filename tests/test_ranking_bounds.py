@@ -35,7 +35,9 @@ def corpus(rng: random.Random, documents: int) -> dict[str, str]:
     return docs
 
 
-def listed(store: Store, query: str, limit: int) -> tuple[list[tuple[str, float]], int, str]:
+def listed(
+    store: Store, query: str, limit: int, mode: str = "any"
+) -> tuple[list[tuple[str, float]], int, str]:
     """(path, score) best first, total_hits, and how the list was ranked: "whole"
     (every match), "bounded" (the candidates only), "fell back" (both, in turn)."""
     ranked: list[str] = []
@@ -47,7 +49,7 @@ def listed(store: Store, query: str, limit: int) -> tuple[list[tuple[str, float]
 
         conn.set_trace_callback(trace)
         try:
-            result = searcher.search(conn, compile_query(query, "any"), limit, None)
+            result = searcher.search(conn, compile_query(query, mode), limit, None)
         finally:
             conn.set_trace_callback(None)
     bounded = "+d.rowid IN (SELECT rowid FROM docs WHERE" in ranked[0]
@@ -75,6 +77,25 @@ def test_the_list_is_the_one_ranking_every_match_gives(
     # Both paths were taken: the bound held for most queries, and some fell back.
     ways = Counter(way for _, _, way in pruned)
     assert ways["bounded"] > len(queries) // 2 and ways["fell back"] > 0, ways
+
+
+def test_a_prefix_lists_what_ranking_all_its_words_lists(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "w01*" stands for ten words (w010x to w019x), the first the most common; "w1*"
+    # for fifty, more than a prefix is bounded for.
+    rng = random.Random(11)
+    store.apply([note(n, t) for n, t in corpus(rng, 300).items()], [])
+    queries = [(f"w{d:02d}*", limit) for d in range(15) for limit in (1, 3, 10, 30)]
+    queries += [("w1*", 10), ("w0*", 10)]
+    pruned = [listed(store, q, limit, "auto") for q, limit in queries]
+    off: Callable[..., None] = lambda *_: None  # noqa: E731
+    monkeypatch.setattr(bounds, "pruning_words", off)
+    for (query, limit), (hits, total, _) in zip(queries, pruned, strict=True):
+        assert (hits, total) == listed(store, query, limit, "auto")[:2], (query, limit)
+    ways = Counter(way for _, _, way in pruned)
+    assert ways["bounded"] > len(queries) // 2 and ways["fell back"] > 0, ways
+    assert listed(store, "w1*", 10, "auto")[2] == "whole"
 
 
 def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> None:
