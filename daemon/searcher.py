@@ -82,7 +82,7 @@ def search(
         Deadline(conn, QUERY_DEADLINE_SECONDS)
         return _search(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
     finally:
-        conn.set_progress_handler(None, 0)  # an expired deadline would stop the ROLLBACK
+        conn.set_progress_handler(None, 0)  # the deadline is the search's, not the ROLLBACK's
         conn.execute("ROLLBACK")
 
 

@@ -126,3 +126,19 @@ def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Stor
         with pytest.raises(BadQuery):
             searcher.search(conn, compile_query("alpha AND AND", "raw"), 10, None)
         assert not conn.in_transaction
+
+
+def test_a_search_past_its_deadline_fails_clearly_and_leaves_its_connection_usable(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read transaction must end however the search does. (A deadline of zero
+    # stands in for a pathological query, which this index is too small to hold.)
+    store.apply([note(f"{i}.md", f"alpha beta {i}") for i in range(2000)], [])
+    with store.reader() as conn:
+        monkeypatch.setattr(searcher, "QUERY_DEADLINE_SECONDS", 0.0)
+        with pytest.raises(BadQuery, match="took too long"):
+            searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+        assert not conn.in_transaction
+        monkeypatch.undo()
+        result = searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+        assert result.total == 2000
