@@ -140,74 +140,31 @@ class _Query:
         pruning: bounds.Pruning | None = None,
     ) -> tuple[list[Hit], int]:
         cond, params = path_condition(self.path_filter)
-        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            # Trigger: a ``rowid IN`` that SQLite could hand to FTS5 became one MATCH per
-            # listed row, sorted again afterwards. Why the unary ``+``: it keeps the
-            # check out of FTS5's plan, so the list is built once.
-            checks, exact = "", []
-            holding = f"(SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?)"
-            for kind, expr in (("IN", resolved.require), ("NOT IN", resolved.exclude)):
-                if expr is not None:
-                    checks += f" AND +d.rowid {kind} {holding}"
-                    exact.append(expr)
             # The files row is joined only with a path filter: every document has
             # one, written in the same transaction. (Trigger: counting through the
             # join found each match's files row, 10,000 lookups for a common word:
             # 3.5 ms of a 4 ms count.)
             joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
             matches = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}"
-            total: int | None = None
-            if exact:
-                # Trigger: the checks cost a third of ranking a prefix, and mostly
-                # remove nothing (a stem-mate of a word such as "universe" for
-                # ``universi*`` is rare). Why counts: when the checks keep every
-                # match, the matches are the answer; two counts cost less than
-                # checking every match while ranking it.
-                if resolved.counted_by_require and not params:
-                    total = _count(conn, f"{EXACT} WHERE {EXACT} MATCH ?", exact)
-                else:
-                    total = _count(conn, matches + checks, [resolved.match, *params, *exact])
-                if total == _count(conn, matches, [resolved.match, *params]):
-                    checks, exact = "", []
+            args: list[object] = [resolved.match, *params]
+            checks, total = _checks(conn, resolved, matches, args)
             if resolved.held:  # a lone prefix: an OR of whole words
                 pruning = bounds.pruning_words(resolved.held, frequency.documents(conn))
-
-            # Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for
-            # a question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite
-            # keeps only the best LIMIT rows as it goes, where FTS5 sorts every match;
-            # and the conditions run before bm25, so only the rows they keep are
-            # scored. The inner SELECT names no column: the body is read for the rows
-            # returned only. No snippet() here: see ``passages``.
-            def ranked(limit_to: str = "", *extra: str) -> list[Any]:
-                sql = f"""
-                    SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body,
-                        s.score
-                    FROM (
-                        SELECT d.rowid AS id, {ranking} AS score FROM {matches}{checks}
-                        {limit_to} ORDER BY score LIMIT ?
-                    ) s JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
-                    ORDER BY s.score
-                """
-                args = [resolved.match, *params, *exact, *extra, self.limit]
-                return conn.execute(sql, args).fetchall()
-
             rows = None
             if pruning is not None:
                 candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
-                listed = f"AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
-                rows = ranked(listed, candidates)
+                listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+                rows = self._ranked(
+                    conn, matches + checks.sql + listed, [*args, *checks.args, candidates]
+                )
                 if len(rows) < self.limit or -rows[-1][-1] < pruning.bound:
                     rows = None  # a match left out could have made the list: rank them all
             if rows is None:
-                rows = ranked()
+                rows = self._ranked(conn, matches + checks.sql, [*args, *checks.args])
             if total is None:
-                total = (
-                    len(rows)
-                    if len(rows) < self.limit
-                    else _count(conn, matches, [resolved.match, *params])
-                )
+                total = len(rows) if len(rows) < self.limit else _count(conn, matches, args)
         except sqlite3.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -232,6 +189,63 @@ class _Query:
                 )
             )
         return hits, total
+
+    def _ranked(self, conn: sqlite3.Connection, source: str, args: list[object]) -> list[Any]:
+        """The best ``limit`` documents of ``SELECT ... FROM source``, with what a hit
+        shows of each, best first.
+
+        Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for a
+        question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite keeps
+        only the best LIMIT rows as it goes, where FTS5 sorts every match; and the
+        conditions in ``source`` run before bm25, so only the rows they keep are
+        scored. The inner SELECT names no column: the body is read for the rows
+        returned only. No snippet() here: see ``passages``."""
+        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        sql = f"""
+            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
+            FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source} ORDER BY score LIMIT ?) s
+            JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
+            ORDER BY s.score
+        """
+        return conn.execute(sql, [*args, self.limit]).fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class _Checks:
+    """Conditions on ``docs_exact`` (the exactness of prefix terms) for a WHERE."""
+
+    sql: str = ""
+    args: tuple[str, ...] = ()
+
+
+def _checks(
+    conn: sqlite3.Connection, resolved: prefixes.Resolved, matches: str, args: list[object]
+) -> tuple[_Checks, int | None]:
+    """The exactness checks ``matches`` needs, and how many documents it finds with
+    them when that had to be counted to decide (None when there are none).
+
+    Trigger: the checks cost a third of ranking a prefix, and mostly remove nothing (a
+    stem-mate of a word such as "universe" for ``universi*`` is rare). Why counts: when
+    the checks keep every match, the matches are the answer; two counts cost less than
+    checking every match while ranking it."""
+    # Trigger: a ``rowid IN`` that SQLite could hand to FTS5 became one MATCH per
+    # listed row, sorted again afterwards. Why the unary ``+``: it keeps the check out
+    # of FTS5's plan, so the list is built once.
+    holding = f"(SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?)"
+    sql, exact = "", []
+    for kind, expr in (("IN", resolved.require), ("NOT IN", resolved.exclude)):
+        if expr is not None:
+            sql += f" AND +d.rowid {kind} {holding}"
+            exact.append(expr)
+    if not exact:
+        return _Checks(), None
+    if resolved.counted_by_require and len(args) == 1:  # no path filter
+        total = _count(conn, f"{EXACT} WHERE {EXACT} MATCH ?", exact)
+    else:
+        total = _count(conn, matches + sql, [*args, *exact])
+    if total == _count(conn, matches, args):
+        return _Checks(), total
+    return _Checks(sql, tuple(exact)), total
 
 
 def _count(conn: sqlite3.Connection, source: str, args: Sequence[object]) -> int:
