@@ -99,6 +99,13 @@ def attached(conn: sqlite3.Connection) -> bool:
     return found.fetchone() is not None
 
 
+def in_step(conn: sqlite3.Connection) -> bool:
+    """Whether the attached exact index holds the documents the main file holds, as
+    ``conn`` sees them: their write counters agree. (The exact file commits first, so
+    a read can begin between the two commits and see it one batch ahead.)"""
+    return writes(conn, ATTACH_AS) == writes(conn)
+
+
 def attach(conn: sqlite3.Connection, db_path: Path, *, readonly: bool = True) -> None:
     """Attach the exact index of ``db_path`` to a connection to the main file
     (read-only: one opened with ``uri=True``): ``docs_exact`` then names its table."""

@@ -106,7 +106,8 @@ def resolve(
         and match == placeholder(required[0])
         and len(tokens.WORD.findall(required[0])) == 1
     )
-    if lone and all(e.complete for e in expansions):
+    # Both rely on every document of the exact index being in ``docs`` too.
+    if lone and all(e.complete for e in expansions) and exactindex.in_step(conn):
         return Resolved(expanded, require, exclude, True, expansions[0].held)
     return Resolved(expanded, require, exclude)
 
