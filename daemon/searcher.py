@@ -137,7 +137,7 @@ class _Query:
         match: str,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
-        pruning: bounds.Pruning | None = None,
+        prunings: tuple[bounds.Pruning, ...] = (),
     ) -> tuple[list[Hit], int]:
         cond, params = path_condition(self.path_filter)
         try:
@@ -151,16 +151,17 @@ class _Query:
             args: list[object] = [resolved.match, *params]
             checks, total = _checks(conn, resolved, matches, args)
             if resolved.held:  # a lone prefix: an OR of whole words
-                pruning = bounds.pruning_words(resolved.held, frequency.documents(conn))
+                prunings = bounds.pruning_words(resolved.held, frequency.documents(conn))
             rows = None
-            if pruning is not None:
+            listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+            for pruning in prunings:
                 candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
-                listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
                 rows = self._ranked(
                     conn, matches + checks.sql + listed, [*args, *checks.args, candidates]
                 )
-                if len(rows) < self.limit or -rows[-1][-1] < pruning.bound:
-                    rows = None  # a match left out could have made the list: rank them all
+                if len(rows) == self.limit and -rows[-1][-1] >= pruning.bound:
+                    break
+                rows = None  # a match left out could have made the list: widen
             if rows is None:
                 rows = self._ranked(conn, matches + checks.sql, [*args, *checks.args])
             if total is None:

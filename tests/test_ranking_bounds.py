@@ -39,7 +39,8 @@ def listed(
     store: Store, query: str, limit: int, mode: str = "any"
 ) -> tuple[list[tuple[str, float]], int, str]:
     """(path, score) best first, total_hits, and how the list was ranked: "whole"
-    (every match), "bounded" (the candidates only), "fell back" (both, in turn)."""
+    (every match), "bounded" (by the first way ``bounds`` offered), "bounded later"
+    (a wider one), "fell back" (every match, after trying)."""
     ranked: list[str] = []
     with store.reader() as conn:
 
@@ -52,8 +53,11 @@ def listed(
             result = searcher.search(conn, compile_query(query, mode), limit, None)
         finally:
             conn.set_trace_callback(None)
-    bounded = "+d.rowid IN (SELECT rowid FROM docs WHERE" in ranked[0]
-    way = "fell back" if len(ranked) == 2 else "bounded" if bounded else "whole"
+    bounded = "+d.rowid IN (SELECT rowid FROM docs WHERE" in ranked[-1]
+    if bounded:
+        way = "bounded" if len(ranked) == 1 else "bounded later"
+    else:
+        way = "whole" if len(ranked) == 1 else "fell back"
     return [(h.relpath, h.score) for h in result.hits], result.total, way
 
 
@@ -67,16 +71,19 @@ def test_the_list_is_the_one_ranking_every_match_gives(
         for _ in range(150)
     ]
     pruned = [listed(store, q, limit) for q, limit in queries]
-    off: Callable[..., None] = lambda *_: None  # noqa: E731
+    off: Callable[..., tuple[()]] = lambda *_: ()  # noqa: E731
     monkeypatch.setattr(bounds, "pruning", off)
     everything = [listed(store, q, limit) for q, limit in queries]
     for (query, limit), (hits, total, _), (expected, expected_total, _) in zip(
         queries, pruned, everything, strict=True
     ):
         assert (hits, total) == (expected, expected_total), (query, limit)
-    # Both paths were taken: the bound held for most queries, and some fell back.
+    # Every path was taken: a bound held for most queries, by the first way offered
+    # (the pairs, for three words and more) or a wider one, and some fell back to
+    # ranking every match.
     ways = Counter(way for _, _, way in pruned)
-    assert ways["bounded"] > len(queries) // 2 and ways["fell back"] > 0, ways
+    assert ways["bounded"] + ways["bounded later"] > len(queries) // 2, ways
+    assert ways["bounded"] > 0 and ways["bounded later"] > 0 and ways["fell back"] > 0, ways
 
 
 def test_a_prefix_lists_what_ranking_all_its_words_lists(
@@ -89,7 +96,7 @@ def test_a_prefix_lists_what_ranking_all_its_words_lists(
     queries = [(f"w{d:02d}*", limit) for d in range(15) for limit in (1, 3, 10, 30)]
     queries += [("w1*", 10), ("w0*", 10)]
     pruned = [listed(store, q, limit, "auto") for q, limit in queries]
-    off: Callable[..., None] = lambda *_: None  # noqa: E731
+    off: Callable[..., tuple[()]] = lambda *_: ()  # noqa: E731
     monkeypatch.setattr(bounds, "pruning_words", off)
     for (query, limit), (hits, total, _) in zip(queries, pruned, strict=True):
         assert (hits, total) == listed(store, query, limit, "auto")[:2], (query, limit)
@@ -106,14 +113,33 @@ def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> No
     alternatives = Alternatives(('"alpha"', '"beta"', '"alpha"'))
     with store.reader() as conn:
         counted = frequency.census(conn, alternatives)
-    pruning = bounds.pruning(alternatives.items, counted)
-    assert pruning is not None and pruning.candidates == '"beta"'
+    (pruning,) = bounds.pruning(alternatives.items, counted)
+    assert pruning.candidates == '"beta"'
     # "alpha" is in 6 of 20 documents and typed twice: two phrases, each below
     # idf * (k1 + 1).
     assert pruning.bound == pytest.approx(2 * 2.2 * math.log((20 - 6 + 0.5) / (6 + 0.5)))
     # A column filter has shares this module does not bound: nothing is left out.
     filtered = Alternatives(('"alpha"', '{grams}: "beta"'))
-    assert bounds.pruning(filtered.items, counted) is None
+    assert bounds.pruning(filtered.items, counted) == ()
+
+
+def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> None:
+    docs = {f"a{i}.md": "alpha" for i in range(8)}
+    docs |= {f"b{i}.md": "beta" for i in range(4)}
+    docs |= {f"c{i}.md": "gamma" for i in range(2)}
+    docs |= {f"f{i}.md": "filler" for i in range(26)}
+    store.apply([note(n, t) for n, t in docs.items()], [])
+    alternatives = Alternatives(('"alpha"', '"beta"', '"gamma"'))
+    with store.reader() as conn:
+        counted = frequency.census(conn, alternatives)
+    pairs, weakest = bounds.pruning(alternatives.items, counted)
+    assert pairs.candidates == (
+        '("alpha" AND "beta") OR ("alpha" AND "gamma") OR ("beta" AND "gamma")'
+    )
+    # A document holding one word scores below that word's ceiling: the highest is
+    # the rarest word's, "gamma" (2 of 40 documents).
+    assert pairs.bound == pytest.approx(2.2 * math.log((40 - 2 + 0.5) / (2 + 0.5)))
+    assert weakest.candidates == '"beta" OR "gamma"'
 
 
 def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Store) -> None:
