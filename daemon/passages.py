@@ -162,9 +162,7 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
             best, start = shown, line_start
             if best >= len(needles):
                 break
-    if best == 0:
-        return None
-    return _marked(_lines_from(body, start), needles), body.count("\n", 0, start) + 1
+    return _passage(body, start, needles) if best else None
 
 
 def _best_by_pattern(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
@@ -176,8 +174,11 @@ def _best_by_pattern(body: str, needles: tuple[str, ...]) -> tuple[str, int] | N
         distinct = len({w.lower() for w in pattern.findall(body, line_start, line_end)})
         if distinct > best:
             best, start = distinct, line_start
-    if best == 0:
-        return None
+    return _passage(body, start, needles) if best else None
+
+
+def _passage(body: str, start: int, needles: tuple[str, ...]) -> tuple[str, int]:
+    """(snippet, 1-based line) of the line of ``body`` at ``start``."""
     return _marked(_lines_from(body, start), needles), body.count("\n", 0, start) + 1
 
 
@@ -187,7 +188,7 @@ def _marked(text: str, needles: tuple[str, ...]) -> str:
     if len(lowered) == len(text):
         spellings = _ordered(needles)
         first = next(_occurrences(lowered, spellings, 0, len(text)), None)
-        window = _window(text, first[0] if first else 0).replace(OPEN, "").replace(CLOSE, "")
+        window = _unmarked(_window(text, first[0] if first else 0))
         low = window.lower()
         if len(low) == len(window):
             parts: list[str] = []
@@ -199,7 +200,7 @@ def _marked(text: str, needles: tuple[str, ...]) -> str:
     pattern = needle_pattern(needles)
     assert pattern is not None
     found = pattern.search(text)
-    window = _window(text, found.start() if found else 0).replace(OPEN, "").replace(CLOSE, "")
+    window = _unmarked(_window(text, found.start() if found else 0))
     return clean(pattern.sub(lambda m: OPEN + m.group() + CLOSE, window))
 
 
@@ -219,9 +220,7 @@ def _lines_holding(
     following = {s: at for s in spellings if (at := text.find(s)) != -1}
     while following:
         first = min(following.values())
-        line_start = text.rfind("\n", 0, first) + 1
-        line_end = text.find("\n", first)
-        line_end = len(text) if line_end == -1 else line_end
+        line_start, line_end = _line_at(text, first)
         present = tuple(s for s in spellings if following.get(s, line_end) < line_end)
         yield line_start, line_end, present
         for spelling in present:
@@ -236,16 +235,20 @@ def _lines_matching(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, 
     """(start, end) of each line of ``text`` where ``pattern`` matches, in order."""
     pos = 0
     while (found := pattern.search(text, pos)) is not None:
-        line_start = text.rfind("\n", 0, found.start()) + 1
-        line_end = text.find("\n", found.end())
-        line_end = len(text) if line_end == -1 else line_end
+        line_start, line_end = _line_at(text, found.start())
         yield line_start, line_end
         pos = line_end + 1
 
 
+def _line_at(text: str, at: int) -> tuple[int, int]:
+    """(start, end) of the line of ``text`` holding position ``at``, without its break."""
+    end = text.find("\n", at)
+    return text.rfind("\n", 0, at) + 1, len(text) if end == -1 else end
+
+
 def head(body: str) -> str:
     """The snippet when no needle occurs in the body (a match in the path or title)."""
-    return clean(_window(_lines_from(body.lstrip(), 0), 0).replace(OPEN, "").replace(CLOSE, ""))
+    return clean(_unmarked(_window(_lines_from(body.lstrip(), 0), 0)))
 
 
 def _lines_from(body: str, start: int) -> str:
@@ -276,6 +279,11 @@ def _window(text: str, centre: int) -> str:
         space = text.rfind(" ", end - 40, end)
         end = space if space > centre else end
     return (ELLIPSIS if begin > 0 else "") + text[begin:end] + (ELLIPSIS if end < len(text) else "")
+
+
+def _unmarked(text: str) -> str:
+    """``text`` without the mark characters a file may hold itself."""
+    return text.replace(OPEN, "").replace(CLOSE, "")
 
 
 def clean(snippet: str) -> str:

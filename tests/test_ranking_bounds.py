@@ -105,22 +105,25 @@ def test_a_prefix_lists_what_ranking_all_its_words_lists(
     assert listed(store, "w1*", 10, "auto")[2] == "whole"
 
 
+def census_of(store: Store, docs: dict[str, str], items: tuple[str, ...]) -> frequency.Census:
+    """``docs`` written, and the census of ``items`` among them."""
+    store.apply([note(n, t) for n, t in docs.items()], [])
+    with store.reader() as conn:
+        return frequency.census(conn, Alternatives(items))
+
+
 def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> None:
     docs = {f"a{i}.md": "alpha common" for i in range(6)}
     docs |= {f"b{i}.md": "beta common" for i in range(3)}
     docs |= {f"c{i}.md": "filler text" for i in range(11)}
-    store.apply([note(n, t) for n, t in docs.items()], [])
-    alternatives = Alternatives(('"alpha"', '"beta"', '"alpha"'))
-    with store.reader() as conn:
-        counted = frequency.census(conn, alternatives)
-    (pruning,) = bounds.pruning(alternatives.items, counted)
+    counted = census_of(store, docs, ('"alpha"', '"beta"', '"alpha"'))
+    (pruning,) = bounds.pruning(('"alpha"', '"beta"', '"alpha"'), counted)
     assert pruning.candidates == '"beta"'
     # "alpha" is in 6 of 20 documents and typed twice: two phrases, each below
     # idf * (k1 + 1).
     assert pruning.bound == pytest.approx(2 * 2.2 * math.log((20 - 6 + 0.5) / (6 + 0.5)))
     # A column filter has shares this module does not bound: nothing is left out.
-    filtered = Alternatives(('"alpha"', '{grams}: "beta"'))
-    assert bounds.pruning(filtered.items, counted) == ()
+    assert bounds.pruning(('"alpha"', '{grams}: "beta"'), counted) == ()
 
 
 def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> None:
@@ -128,11 +131,8 @@ def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> 
     docs |= {f"b{i}.md": "beta" for i in range(4)}
     docs |= {f"c{i}.md": "gamma" for i in range(2)}
     docs |= {f"f{i}.md": "filler" for i in range(26)}
-    store.apply([note(n, t) for n, t in docs.items()], [])
-    alternatives = Alternatives(('"alpha"', '"beta"', '"gamma"'))
-    with store.reader() as conn:
-        counted = frequency.census(conn, alternatives)
-    pairs, weakest = bounds.pruning(alternatives.items, counted)
+    items = ('"alpha"', '"beta"', '"gamma"')
+    pairs, weakest = bounds.pruning(items, census_of(store, docs, items))
     assert pairs.candidates == (
         '("alpha" AND "beta") OR ("alpha" AND "gamma") OR ("beta" AND "gamma")'
     )
