@@ -23,6 +23,13 @@ is the highest ceiling, the rarest item's; if it fails, the wider set is tried.
 A lone prefix (``deprecat*``) is an OR of the words it stands for, and is ranked
 the same way, leaving out the documents that hold only its most common word.
 
+A way whose candidates are fewer than the documents asked for cannot fill the list,
+so its bound never holds: it is not tried. Trigger: 30 of the 80 bench prefixes
+stand for one common word and a few variants held by a document or two each
+(``nued*``: 1,614, 1, 1); leaving out the common word left two candidates, and the
+first ranking was wasted every time. Not trying it: bench prefixes 3.60 -> 3.11 ms
+(median, in-process, the same lists).
+
 On the bench questions the shortcut held for 75 of 78 and ranking took 2.58 ms
 instead of 3.76; on the bench prefixes, 63 of 72 and 1.23 ms instead of 2.79
 (medians, fallbacks included; ``bench/README.md``), with the same ten documents for
@@ -60,7 +67,7 @@ class Pruning:
     """A match outside ``candidates`` scores less than this (as a positive bm25)."""
 
 
-def pruning(items: tuple[str, ...], counted: Census) -> tuple[Pruning, ...]:
+def pruning(items: tuple[str, ...], counted: Census, limit: int) -> tuple[Pruning, ...]:
     """Ways to rank ``items`` (an ``any`` expression's, each one phrase or a prefix
     term) past the matches that cannot reach the list, the narrowest first:
 
@@ -69,8 +76,8 @@ def pruning(items: tuple[str, ...], counted: Census) -> tuple[Pruning, ...]:
       item's ceiling, so the bound is the highest ceiling;
     - the documents holding an item other than the most common one.
 
-    Empty when no item can be left out so (one item, or no plain phrase counted
-    exactly)."""
+    Each only when its candidates can be ``limit`` documents. Empty when no item can
+    be left out so (one item, or no plain phrase counted exactly)."""
     if not all(_PHRASE.fullmatch(i) or prefixes.holds_prefix(i) for i in items):
         return ()  # an item with a column filter or a NEAR: its shares are not bounded here
     exact = {i: n for i in items if _PHRASE.fullmatch(i) and (n := counted.exact(i)) is not None}
@@ -80,31 +87,37 @@ def pruning(items: tuple[str, ...], counted: Census) -> tuple[Pruning, ...]:
         # Trigger: the bench questions of three rarer words ranked half their matches
         # when only the most common word was left out (3.9 ms); the documents holding
         # two of the words took 2.1 ms, and the bound held for 20 of 21.
-        pairs = " OR ".join(f"({a} AND {b})" for a, b in itertools.combinations(distinct, 2))
-        ceilings = (_ceiling(counted.documents, exact[i], items.count(i)) for i in distinct)
-        tiers.append(Pruning(pairs, max(ceilings)))
-    weakest = _leaving_out(items, exact, counted.documents)
+        pairs = tuple(itertools.combinations(distinct, 2))
+        if sum(min(exact[a], exact[b]) for a, b in pairs) >= limit:  # at most, held by two
+            ceilings = (_ceiling(counted.documents, exact[i], items.count(i)) for i in distinct)
+            tiers.append(Pruning(" OR ".join(f"({a} AND {b})" for a, b in pairs), max(ceilings)))
+    weakest = _leaving_out(items, exact, counted.documents, limit)
     return (*tiers, weakest) if weakest is not None else tuple(tiers)
 
 
-def pruning_words(held: dict[str, int], documents: int) -> tuple[Pruning, ...]:
+def pruning_words(held: dict[str, int], documents: int, limit: int) -> tuple[Pruning, ...]:
     """The same for a lone prefix (``prefixes.Resolved.held``), an OR of whole words.
 
     Each word's count is of the documents holding it as written, which its phrase
     (stemmed) may exceed: the idf drawn from it is then too high, and the bound too,
-    never too low. Trigger: with more words the first ranking cost as much as ranking
-    everything (56 words: 13.4 ms against 10.2), hence MAX_PREFIX_WORDS."""
-    weakest = _leaving_out(tuple(held), held, documents)
+    never too low; and the candidates may be more than their counts add up to, so a
+    way left out for too few candidates costs time, never a result. Trigger: with
+    more words the first ranking cost as much as ranking everything (56 words: 13.4
+    ms against 10.2), hence MAX_PREFIX_WORDS."""
+    weakest = _leaving_out(tuple(held), held, documents, limit)
     return (weakest,) if weakest is not None and len(held) <= MAX_PREFIX_WORDS else ()
 
 
-def _leaving_out(items: tuple[str, ...], held: dict[str, int], documents: int) -> Pruning | None:
-    """Leaving out the most common of the ``held`` items (the lowest idf)."""
+def _leaving_out(
+    items: tuple[str, ...], held: dict[str, int], documents: int, limit: int
+) -> Pruning | None:
+    """Leaving out the most common of the ``held`` items (the lowest idf), unless the
+    others, all counted, are held by fewer than ``limit`` documents together."""
     if not held:
         return None
     weakest = max(held, key=lambda i: held[i])
     others = tuple(i for i in items if i != weakest)
-    if not others:
+    if not others or (all(i in held for i in others) and sum(held[i] for i in others) < limit):
         return None
     return Pruning(" OR ".join(others), _ceiling(documents, held[weakest], items.count(weakest)))
 

@@ -124,11 +124,11 @@ class _Query:
                 alternatives.expression(selective),
                 (),
                 excluded,
-                bounds.pruning(selective, counted),
+                bounds.pruning(selective, counted, self.limit),
             )
             if len(hits) >= self.limit:
                 return hits, total
-        pruning = bounds.pruning(items, counted)
+        pruning = bounds.pruning(items, counted, self.limit)
         return self.run(conn, alternatives.expression(), (), excluded, pruning)
 
     def run(
@@ -151,7 +151,9 @@ class _Query:
             args: list[object] = [resolved.match, *params]
             checks, total = _checks(conn, resolved, matches, args)
             if resolved.held:  # a lone prefix: an OR of whole words
-                prunings = bounds.pruning_words(resolved.held, frequency.documents(conn))
+                prunings = bounds.pruning_words(
+                    resolved.held, frequency.documents(conn), self.limit
+                )
             rows = None
             listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             for pruning in prunings:

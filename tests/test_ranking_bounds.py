@@ -117,13 +117,13 @@ def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> No
     docs |= {f"b{i}.md": "beta common" for i in range(3)}
     docs |= {f"c{i}.md": "filler text" for i in range(11)}
     counted = census_of(store, docs, ('"alpha"', '"beta"', '"alpha"'))
-    (pruning,) = bounds.pruning(('"alpha"', '"beta"', '"alpha"'), counted)
+    (pruning,) = bounds.pruning(('"alpha"', '"beta"', '"alpha"'), counted, 3)
     assert pruning.candidates == '"beta"'
     # "alpha" is in 6 of 20 documents and typed twice: two phrases, each below
     # idf * (k1 + 1).
     assert pruning.bound == pytest.approx(2 * 2.2 * math.log((20 - 6 + 0.5) / (6 + 0.5)))
     # A column filter has shares this module does not bound: nothing is left out.
-    assert bounds.pruning(('"alpha"', '{grams}: "beta"'), counted) == ()
+    assert bounds.pruning(('"alpha"', '{grams}: "beta"'), counted, 3) == ()
 
 
 def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> None:
@@ -132,7 +132,7 @@ def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> 
     docs |= {f"c{i}.md": "gamma" for i in range(2)}
     docs |= {f"f{i}.md": "filler" for i in range(26)}
     items = ('"alpha"', '"beta"', '"gamma"')
-    pairs, weakest = bounds.pruning(items, census_of(store, docs, items))
+    pairs, weakest = bounds.pruning(items, census_of(store, docs, items), 6)
     assert pairs.candidates == (
         '("alpha" AND "beta") OR ("alpha" AND "gamma") OR ("beta" AND "gamma")'
     )
@@ -140,6 +140,26 @@ def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> 
     # the rarest word's, "gamma" (2 of 40 documents).
     assert pairs.bound == pytest.approx(2.2 * math.log((40 - 2 + 0.5) / (2 + 0.5)))
     assert weakest.candidates == '"beta" OR "gamma"'
+
+
+def test_a_way_whose_candidates_cannot_fill_the_list_is_not_tried(store: Store) -> None:
+    # Its bound never holds (fewer than ``limit`` rows): trying it only costs time.
+    docs = {f"a{i}.md": "alpha" for i in range(8)}
+    docs |= {f"b{i}.md": "beta" for i in range(4)}
+    docs |= {f"c{i}.md": "gamma" for i in range(2)}
+    docs |= {f"f{i}.md": "filler" for i in range(26)}
+    items = ('"alpha"', '"beta"', '"gamma"')
+    counted = census_of(store, docs, items)
+    # Held by two words: at most 4 + 2 + 2 documents; "beta" or "gamma": 6.
+    assert len(bounds.pruning(items, counted, 6)) == 2
+    ((pairs,),) = {bounds.pruning(items, counted, limit) for limit in (7, 8)}
+    assert "AND" in pairs.candidates
+    assert bounds.pruning(items, counted, 9) == ()
+    # A prefix's words: the other words' documents as written.
+    held = {'"alpha"': 8, '"alphas"': 1, '"alphabet"': 1}
+    (prefix,) = bounds.pruning_words(held, 40, 2)
+    assert prefix.candidates == '"alphas" OR "alphabet"'
+    assert bounds.pruning_words(held, 40, 3) == ()
 
 
 def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Store) -> None:
