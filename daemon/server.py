@@ -284,22 +284,17 @@ class Server:
             self.connections -= 1
 
     async def _converse(self, stream: SocketStream, conn: _Connection) -> None:
-        # fast_acquire: an uncontended lock or slot costs no pass of the event loop (the
-        # write and the answer that follow yield anyway).
-        lock = anyio.Lock(fast_acquire=True)
+        writer = framing.FrameWriter(stream, self.frame_timeout)
 
         async def send(reply: Reply) -> None:
-            body = _encoder.encode(reply)
-            async with lock:
-                try:
-                    with anyio.fail_after(self.frame_timeout):
-                        await framing.write_frame(stream, body)
-                except TimeoutError:
-                    # Trigger: a client that sends requests and never reads the
-                    # replies. Why close: its requests stay in flight and its
-                    # connection could never be closed to make room, nor drained.
-                    conn.scope.cancel()
-                    raise anyio.BrokenResourceError from None
+            try:
+                await writer.write(_encoder.encode(reply))
+            except TimeoutError:
+                # Trigger: a client that sends requests and never reads the replies.
+                # Why close: its requests stay in flight and its connection could
+                # never be closed to make room, nor drained.
+                conn.scope.cancel()
+                raise anyio.BrokenResourceError from None
 
         async def send_last(reply: Reply) -> None:
             # The connection closes after this: a peer that does not read it anyway
@@ -320,6 +315,7 @@ class Server:
             return
         reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
         conn.reader = reader
+        # fast_acquire: an uncontended slot costs no pass of the event loop.
         slots = anyio.Semaphore(MAX_IN_FLIGHT, fast_acquire=True)
         async with anyio.create_task_group() as tg:
             while True:

@@ -90,9 +90,8 @@ _decoder = msgspec.msgpack.Decoder(AnyReply)
 
 class Client:
     def __init__(self, stream: SocketStream, socket_path: Path) -> None:
-        self._stream = stream
         self._reader = framing.FrameReader(stream, framing.MAX_REPLY_BYTES)
-        self._send_lock = anyio.Lock(fast_acquire=True)  # the write yields anyway
+        self._writer = framing.FrameWriter(stream)
         self._ids = itertools.count(1)
         self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError]] = {}
         self._closed: ClientError | None = None
@@ -163,11 +162,10 @@ class Client:
         self._pending[rid] = send
         try:
             body = _encoder.encode(msgspec.structs.replace(request, id=rid))
-            async with self._send_lock:
-                try:
-                    await framing.write_frame(self._stream, body)
-                except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
+            try:
+                await self._writer.write(body)
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
             async with receive:
                 async for item in receive:
                     if isinstance(item, ClientError):

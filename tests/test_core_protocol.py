@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from pathlib import Path
 
 import anyio
 import pytest
@@ -41,6 +43,42 @@ def test_frame_round_trip(body: bytes) -> None:
         return first
 
     assert anyio.run(main) == body
+
+
+async def test_frames_written_together_arrive_whole_and_in_order(tmp_path: Path) -> None:
+    # Over a real socket: a frame larger than its buffers is written in part at once,
+    # the rest through the stream; frames written meanwhile, while the reader drains
+    # the socket bit by bit, wait behind it, never inside it.
+    bodies = [b"x" * (4 << 20), b"small", b"y" * 300_000, b"tiny"]
+    data = bytearray()
+    path = tmp_path / "s.sock"
+    async with await anyio.create_unix_listener(path) as listener:
+
+        async def drain() -> None:
+            async with await listener.accept() as conn:
+                await anyio.sleep(0.2)  # the first frame fills the buffers meanwhile
+                with contextlib.suppress(anyio.EndOfStream):
+                    while True:
+                        data.extend(await conn.receive(1 << 16))
+                        await anyio.sleep(0.001)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            async with await anyio.connect_unix(path) as stream:
+                writer = framing.FrameWriter(stream, timeout=10)
+                with anyio.fail_after(10):
+                    async with anyio.create_task_group() as writers:
+                        writers.start_soon(writer.write, bodies[0])
+                        await anyio.sleep(0.25)  # being read, and still being written
+                        for body in bodies[1:]:
+                            writers.start_soon(writer.write, body)
+                            await anyio.sleep(0.005)
+    received = []
+    while data:
+        (size,) = struct.unpack_from(">I", data)
+        received.append(bytes(data[4 : 4 + size]))
+        del data[: 4 + size]
+    assert received == bodies
 
 
 async def test_malformed_frames_get_error_replies_and_the_connection_stays(
