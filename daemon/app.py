@@ -23,6 +23,7 @@ import socket
 import sqlite3
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from functools import partial
 from typing import Final
@@ -41,7 +42,7 @@ from kbindex.daemon.reconciler import Reconciler
 from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.server import Server
-from kbindex.daemon.service import Service
+from kbindex.daemon.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
 from kbindex.daemon.store import Store
 from kbindex.daemon.watcher import Watcher
@@ -76,10 +77,13 @@ async def run(
                 f"cannot use the state directory {settings.state_dir}: {exc.strerror}"
                 f" ({exc.filename}); fix its permissions or choose another with --state-dir"
             ) from None
+        readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
         try:
-            await _serve(settings, store, notifier, inherited, reread)
+            await _serve(settings, store, readers, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
+                # The reads first (each ends within its deadline), then the store.
+                await anyio.to_thread.run_sync(readers.shutdown)
                 await anyio.to_thread.run_sync(store.close)
             log.info("stopped")
 
@@ -87,6 +91,7 @@ async def run(
 async def _serve(
     settings: Settings,
     store: Store,
+    readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
@@ -121,6 +126,7 @@ async def _serve(
             health,
             tg,
             recovery,
+            readers=readers,
             changes=changes,
             watcher=watcher,
         )
