@@ -1,7 +1,9 @@
 """Async client for the kbindexd socket, shared by kbctl and kbindex-mcp.
 
-One connection carries many requests at once: each request gets a fresh id and a
-private reply channel; a reader task routes every reply to the channel of its id.
+One connection carries many requests at once: each request gets a fresh id, and a
+reader task routes every reply to the request of its id: to a private channel when
+the caller follows the progress (``stream``), to a slot for the final reply alone
+otherwise (``request``).
 
     async with Client.connect() as client:
         reply = await client.search("scheduler next task", limit=5)
@@ -84,6 +86,26 @@ class DaemonError(ClientError):
         self.message = message
 
 
+class _Final:
+    """Where the final reply to a ``request`` (or why none came) is put.
+
+    Trigger: a reply channel (an anyio memory stream) for every request cost its
+    creation and a pass of the event loop before each receive, about a sixth of a
+    ping's round trip. Why a slot and an event: a request that wants only the final
+    reply is woken once, when it is there."""
+
+    __slots__ = ("arrived", "value")
+
+    def __init__(self) -> None:
+        self.arrived = anyio.Event()
+        self.value: Reply | ClientError | None = None
+
+    def put(self, value: Reply | ClientError) -> None:
+        if self.value is None:
+            self.value = value
+            self.arrived.set()
+
+
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AnyReply)
 
@@ -93,7 +115,7 @@ class Client:
         self._reader = framing.FrameReader(stream, framing.MAX_REPLY_BYTES)
         self._writer = framing.FrameWriter(stream)
         self._ids = itertools.count(1)
-        self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError]] = {}
+        self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError] | _Final] = {}
         self._closed: ClientError | None = None
         self.socket_path = socket_path
         self.server: HelloReply | None = None
@@ -134,12 +156,15 @@ class Client:
                 if body is None:
                     break
                 reply = _decoder.decode(body)
-                channel = self._pending.get(reply.id)
-                if channel is not None:
+                waiting = self._pending.get(reply.id)
+                if isinstance(waiting, _Final):
+                    if not isinstance(reply, Progress):
+                        waiting.put(reply)
+                elif waiting is not None:
                     try:  # without a pass of the event loop when there is room
-                        channel.send_nowait(reply)
+                        waiting.send_nowait(reply)
                     except anyio.WouldBlock:
-                        await channel.send(reply)
+                        await waiting.send(reply)
                 elif isinstance(reply, ErrorReply) and reply.id == 0:
                     # About the connection, not a request (busy, permission denied, a
                     # frame refused): it closes next, and this is why.
@@ -150,8 +175,11 @@ class Client:
             if not isinstance(cause, DaemonError):
                 cause = ConnectionLost(f"connection to kbindexd lost: {exc}")
         self._closed = cause
-        for channel in list(self._pending.values()):
-            channel.send_nowait(cause)
+        for waiting in list(self._pending.values()):
+            if isinstance(waiting, _Final):
+                waiting.put(cause)
+            else:
+                waiting.send_nowait(cause)
 
     async def stream(self, request: Request) -> AsyncIterator[Reply]:
         """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
@@ -161,18 +189,10 @@ class Client:
         rid = next(self._ids)
         self._pending[rid] = send
         try:
-            body = _encoder.encode(msgspec.structs.replace(request, id=rid))
-            try:
-                await self._writer.write(body)
-            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
+            await self._send(request, rid)
             async with receive:
                 async for item in receive:
-                    if isinstance(item, ClientError):
-                        raise item
-                    if isinstance(item, ErrorReply):
-                        raise DaemonError(item.code, item.message)
-                    yield item
+                    yield _checked(item)
                     if not isinstance(item, Progress):
                         return
         finally:
@@ -181,12 +201,28 @@ class Client:
 
     async def request(self, request: Request, expect: type[R]) -> R:
         """Send ``request`` and return its final reply, which must be of type ``expect``."""
-        final: Reply | None = None
-        async for reply in self.stream(request):
-            final = reply
-        if not isinstance(final, expect):
-            raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(final).__name__}")
-        return final
+        if self._closed is not None:
+            raise self._closed
+        final = _Final()
+        rid = next(self._ids)
+        self._pending[rid] = final
+        try:
+            await self._send(request, rid)
+            await final.arrived.wait()
+        finally:
+            del self._pending[rid]
+        assert final.value is not None
+        reply = _checked(final.value)
+        if not isinstance(reply, expect):
+            raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(reply).__name__}")
+        return reply
+
+    async def _send(self, request: Request, rid: int) -> None:
+        body = _encoder.encode(msgspec.structs.replace(request, id=rid))
+        try:
+            await self._writer.write(body)
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
 
     # ------------------------------------------------------------ operations
 
@@ -241,3 +277,12 @@ class Client:
 
     async def check(self) -> CheckReply:
         return await self.request(Check(), CheckReply)
+
+
+def _checked(item: Reply | ClientError) -> Reply:
+    """``item`` if it is an answer; the error to raise otherwise."""
+    if isinstance(item, ClientError):
+        raise item
+    if isinstance(item, ErrorReply):
+        raise DaemonError(item.code, item.message)
+    return item

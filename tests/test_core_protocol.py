@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from conftest import Daemon, write
 from hypothesis import given
 from hypothesis import strategies as st
 from kbindex.proto import framing
-from kbindex.proto.client import Client, DaemonError
+from kbindex.proto.client import Client, ConnectionLost, DaemonError
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
+    AnyRequest,
     ErrorReply,
     Hello,
+    HelloReply,
     Pong,
     SearchReply,
     StatusReply,
@@ -79,6 +83,47 @@ async def test_frames_written_together_arrive_whole_and_in_order(tmp_path: Path)
         received.append(bytes(data[4 : 4 + size]))
         del data[: 4 + size]
     assert received == bodies
+
+
+async def test_requests_in_flight_end_with_connection_lost_when_the_daemon_goes(
+    tmp_path: Path,
+) -> None:
+    # The peer is a stand-in for a daemon that goes away mid-request, which a real one
+    # does only by crashing: it answers the handshake, takes the requests and closes.
+    # Whether a caller waits for the final reply or follows the progress, it must get
+    # ConnectionLost at once, not wait for ever.
+    path = tmp_path / "s.sock"
+    requests = msgspec.msgpack.Decoder(AnyRequest)
+    async with await anyio.create_unix_listener(path) as listener:
+
+        async def vanishing_daemon() -> None:
+            async with await listener.accept() as conn:
+                reader, writer = framing.FrameReader(conn, 1 << 20), framing.FrameWriter(conn)
+                hello = requests.decode(await reader.read() or b"")
+                reply = HelloReply(id=hello.id, version=PROTOCOL_VERSION, server="stand-in")
+                await writer.write(msgspec.msgpack.encode(reply))
+                for _ in range(2):
+                    await reader.read()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(vanishing_daemon)
+            lost: list[type[BaseException]] = []
+
+            async def call(request: Awaitable[object]) -> None:
+                try:
+                    await request
+                except Exception as exc:
+                    lost.append(type(exc))
+
+            async def follow(c: Client) -> None:
+                async for _ in c.refresh_wait():
+                    pass
+
+            with anyio.fail_after(10):
+                async with Client.connect(path) as c, anyio.create_task_group() as calls:
+                    calls.start_soon(call, c.ping())
+                    calls.start_soon(call, follow(c))
+    assert lost == [ConnectionLost, ConnectionLost]
 
 
 async def test_malformed_frames_get_error_replies_and_the_connection_stays(
