@@ -159,8 +159,8 @@ class Service:
             # twice (a checkpoint, then its limiter's) before the thread is given the
             # call: 1.5 to 3% of a bench search's time through the socket (0.06 to
             # 0.09 ms of a 1.5 ms rare word, two runs). Why the loop's own executor:
-            # it hands the call over at once. A search whose client leaves is not waited for; it ends within
-            # its deadline and gives its connection back.
+            # it hands the call over at once. A search whose client leaves is not
+            # waited for; it ends within its deadline and gives its connection back.
             return await asyncio.get_running_loop().run_in_executor(self.readers, run)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
