@@ -125,11 +125,13 @@ class _Query:
                 (),
                 excluded,
                 bounds.pruning(selective, counted, self.limit),
+                bounds.parts(selective, counted),
             )
             if len(hits) >= self.limit:
                 return hits, total
         pruning = bounds.pruning(items, counted, self.limit)
-        return self.run(conn, alternatives.expression(), (), excluded, pruning)
+        parts = bounds.parts(items, counted)
+        return self.run(conn, alternatives.expression(), (), excluded, pruning, parts)
 
     def run(
         self,
@@ -138,7 +140,10 @@ class _Query:
         required: tuple[str, ...],
         excluded: tuple[str, ...],
         prunings: tuple[bounds.Pruning, ...] = (),
+        parts: tuple[bounds.Part, ...] = (),
     ) -> tuple[list[Hit], int]:
+        """The hits for ``match``, ranked in ``parts`` when there are (``_in_parts``),
+        else past the matches a pruning leaves out when its bound holds."""
         cond, params = path_condition(self.path_filter)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
@@ -155,6 +160,9 @@ class _Query:
                     resolved.held, frequency.documents(conn), self.limit
                 )
             rows = None
+            if parts:
+                prunings = ()
+                rows = self._in_parts(conn, matches + checks.sql, [*params, *checks.args], parts)
             listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             for pruning in prunings:
                 candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
@@ -176,7 +184,7 @@ class _Query:
                 raise BadQuery("the query took too long; make it more specific") from None
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
         hits = []
-        for path, root, relpath, size, mtime_ns, title, body, score in rows:
+        for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
             snippet, line = passages.best_passage(body, self.needles) or (passages.head(body), 1)
             hits.append(
                 Hit(
@@ -193,9 +201,27 @@ class _Query:
             )
         return hits, total
 
+    def _in_parts(
+        self,
+        conn: sqlite3.Connection,
+        source: str,
+        args: list[object],
+        parts: tuple[bounds.Part, ...],
+    ) -> list[Any]:
+        """The best ``limit`` documents of ``SELECT ... FROM source``, its MATCH being
+        each of ``parts`` in turn (``args`` after the MATCH's), until no document left
+        could take a place in the list (see ``bounds.parts``)."""
+        rows: list[Any] = []
+        for part in parts:
+            found = self._ranked(conn, source, [part.match, *args])
+            rows = sorted([*rows, *found], key=_best_first)[: self.limit]
+            if len(rows) == self.limit and -rows[-1][-1] >= part.rest:
+                break
+        return rows
+
     def _ranked(self, conn: sqlite3.Connection, source: str, args: list[object]) -> list[Any]:
-        """The best ``limit`` documents of ``SELECT ... FROM source``, with what a hit
-        shows of each, best first.
+        """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid
+        and what a hit shows of each, best first (``_best_first``).
 
         Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for a
         question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite keeps
@@ -205,12 +231,19 @@ class _Query:
         returned only. No snippet() here: see ``passages``."""
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
         sql = f"""
-            SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
-            FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source} ORDER BY score LIMIT ?) s
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
+            FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source}
+                  ORDER BY score, id LIMIT ?) s
             JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
-            ORDER BY s.score
+            ORDER BY s.score, s.id
         """
         return conn.execute(sql, [*args, self.limit]).fetchall()
+
+
+def _best_first(row: Any) -> tuple[float, int]:
+    """The order of ``_ranked``'s rows: by bm25 (lowest first: FTS5's scores are
+    negative), ties by rowid."""
+    return row[-1], row[0]
 
 
 @dataclass(frozen=True, slots=True)

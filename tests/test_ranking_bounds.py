@@ -40,7 +40,8 @@ def listed(
 ) -> tuple[list[tuple[str, float]], int, str]:
     """(path, score) best first, total_hits, and how the list was ranked: "whole"
     (every match), "bounded" (by the first way ``bounds`` offered), "bounded later"
-    (a wider one), "fell back" (every match, after trying)."""
+    (a wider one), "fell back" (every match, after trying), "parts N" (in the first N
+    of ``bounds.parts``)."""
     ranked: list[str] = []
     with store.reader() as conn:
 
@@ -56,6 +57,8 @@ def listed(
     bounded = "+d.rowid IN (SELECT rowid FROM docs WHERE" in ranked[-1]
     if bounded:
         way = "bounded" if len(ranked) == 1 else "bounded later"
+    elif '" AND "' in ranked[0]:  # an ``any`` query's parts: "a AND b", "a NOT b", ...
+        way = f"parts {len(ranked)}"
     else:
         way = "whole" if len(ranked) == 1 else "fell back"
     return [(h.relpath, h.score) for h in result.hits], result.total, way
@@ -73,17 +76,19 @@ def test_the_list_is_the_one_ranking_every_match_gives(
     pruned = [listed(store, q, limit) for q, limit in queries]
     off: Callable[..., tuple[()]] = lambda *_: ()  # noqa: E731
     monkeypatch.setattr(bounds, "pruning", off)
+    monkeypatch.setattr(bounds, "parts", off)
     everything = [listed(store, q, limit) for q, limit in queries]
     for (query, limit), (hits, total, _), (expected, expected_total, _) in zip(
         queries, pruned, everything, strict=True
     ):
         assert (hits, total) == (expected, expected_total), (query, limit)
     # Every path was taken: a bound held for most queries, by the first way offered
-    # (the pairs, for three words and more) or a wider one, and some fell back to
-    # ranking every match.
+    # (the pairs, for three words and more) or a wider one, or in the first or second
+    # of two words' parts; some fell back to ranking every match, or every part.
     ways = Counter(way for _, _, way in pruned)
-    assert ways["bounded"] + ways["bounded later"] > len(queries) // 2, ways
-    assert ways["bounded"] > 0 and ways["bounded later"] > 0 and ways["fell back"] > 0, ways
+    held = ("bounded", "bounded later", "parts 1", "parts 2")
+    assert sum(ways[way] for way in held) > len(queries) // 2, ways
+    assert all(ways[way] > 0 for way in (*held, "fell back", "parts 3")), ways
 
 
 def test_a_prefix_lists_what_ranking_all_its_words_lists(
@@ -140,6 +145,27 @@ def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> 
     # the rarest word's, "gamma" (2 of 40 documents).
     assert pairs.bound == pytest.approx(2.2 * math.log((40 - 2 + 0.5) / (2 + 0.5)))
     assert weakest.candidates == '"beta" OR "gamma"'
+
+
+def test_two_words_are_ranked_in_three_parts_the_likeliest_first(store: Store) -> None:
+    docs = {f"a{i}.md": "alpha" for i in range(8)}
+    docs |= {f"b{i}.md": "beta" for i in range(2)}
+    docs |= {f"f{i}.md": "filler" for i in range(30)}
+    items = ('"alpha"', '"beta"', '"filler"')
+    counted = census_of(store, docs, items)
+    both, rarer, other = bounds.parts(items[:2], counted)
+    assert both.match == '"alpha" AND "beta"'
+    assert (rarer.match, other.match) == ('"beta" NOT "alpha"', '"alpha" NOT "beta"')
+
+    def ceiling(holding: int) -> float:
+        return 2.2 * math.log((40 - holding + 0.5) / (holding + 0.5))
+
+    # Past both: one word only, below its ceiling; past the rarer: "alpha" only.
+    assert both.rest == pytest.approx(ceiling(2)) and rarer.rest == pytest.approx(ceiling(8))
+    assert other.rest == 0
+    # Three words, a word typed twice, a column filter: ranked otherwise.
+    for others in (items, ('"alpha"', '"alpha"'), ('"alpha"', '{title}: "beta"')):
+        assert bounds.parts(others, counted) == ()
 
 
 def test_a_way_whose_candidates_cannot_fill_the_list_is_not_tried(store: Store) -> None:
