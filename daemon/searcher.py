@@ -142,7 +142,7 @@ class _Query:
         prunings: tuple[bounds.Pruning, ...] = (),
         parts: tuple[bounds.Part, ...] = (),
     ) -> tuple[list[Hit], int]:
-        """The hits for ``match``, ranked in ``parts`` when there are (``_in_parts``),
+        """The hits for ``match``, ranked in ``parts`` when given (``_in_parts``),
         else past the matches a pruning leaves out when its bound holds."""
         cond, params = path_condition(self.path_filter)
         try:
