@@ -124,14 +124,19 @@ class _Query:
                 alternatives.expression(selective),
                 (),
                 excluded,
-                bounds.pruning(selective, counted, self.limit),
-                bounds.parts(selective, counted),
+                *self._ways(selective, counted),
             )
             if len(hits) >= self.limit:
                 return hits, total
-        pruning = bounds.pruning(items, counted, self.limit)
+        return self.run(conn, alternatives.expression(), (), excluded, *self._ways(items, counted))
+
+    def _ways(
+        self, items: tuple[str, ...], counted: frequency.Census
+    ) -> tuple[tuple[bounds.Pruning, ...], tuple[bounds.Part, ...]]:
+        """(prunings, parts) for ranking ``items``: the parts when they split so,
+        otherwise the prunings (``bounds``)."""
         parts = bounds.parts(items, counted)
-        return self.run(conn, alternatives.expression(), (), excluded, pruning, parts)
+        return ((), parts) if parts else (bounds.pruning(items, counted, self.limit), ())
 
     def run(
         self,
@@ -159,21 +164,10 @@ class _Query:
                 prunings = bounds.pruning_words(
                     resolved.held, frequency.documents(conn), self.limit
                 )
-            rows = None
             if parts:
-                prunings = ()
                 rows = self._in_parts(conn, matches + checks.sql, [*params, *checks.args], parts)
-            listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
-            for pruning in prunings:
-                candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
-                rows = self._ranked(
-                    conn, matches + checks.sql + listed, [*args, *checks.args, candidates]
-                )
-                if len(rows) == self.limit and -rows[-1][-1] >= pruning.bound:
-                    break
-                rows = None  # a match left out could have made the list: widen
-            if rows is None:
-                rows = self._ranked(conn, matches + checks.sql, [*args, *checks.args])
+            else:
+                rows = self._pruned(conn, matches + checks.sql, [*args, *checks.args], prunings)
             if total is None:
                 total = len(rows) if len(rows) < self.limit else _count(conn, matches, args)
         except sqlite3.OperationalError as exc:
@@ -200,6 +194,24 @@ class _Query:
                 )
             )
         return hits, total
+
+    def _pruned(
+        self,
+        conn: sqlite3.Connection,
+        source: str,
+        args: list[object],
+        prunings: tuple[bounds.Pruning, ...],
+    ) -> list[Any]:
+        """The best ``limit`` documents of ``SELECT ... FROM source``: those of the
+        first pruning whose bound holds, else of every match."""
+        listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+        for pruning in prunings:
+            candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
+            rows = self._ranked(conn, source + listed, [*args, candidates])
+            if len(rows) == self.limit and -rows[-1][-1] >= pruning.bound:
+                return rows
+            # a match left out could have made the list: widen
+        return self._ranked(conn, source, args)
 
     def _in_parts(
         self,
