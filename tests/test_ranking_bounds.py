@@ -110,6 +110,15 @@ def test_a_prefix_lists_what_ranking_all_its_words_lists(
     assert listed(store, "w1*", 10, "auto")[2] == "whole"
 
 
+def documents(*texts: tuple[str, int]) -> dict[str, str]:
+    """Each text as that many documents, named after its first word."""
+    return {f"{text.split()[0]}{i}.md": text for text, n in texts for i in range(n)}
+
+
+THREE_WORDS = documents(("alpha", 8), ("beta", 4), ("gamma", 2), ("filler", 26))
+"""Three words held by 8, 4 and 2 of 40 documents."""
+
+
 def census_of(store: Store, docs: dict[str, str], items: tuple[str, ...]) -> frequency.Census:
     """``docs`` written, and the census of ``items`` among them."""
     store.apply([note(n, t) for n, t in docs.items()], [])
@@ -118,9 +127,7 @@ def census_of(store: Store, docs: dict[str, str], items: tuple[str, ...]) -> fre
 
 
 def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> None:
-    docs = {f"a{i}.md": "alpha common" for i in range(6)}
-    docs |= {f"b{i}.md": "beta common" for i in range(3)}
-    docs |= {f"c{i}.md": "filler text" for i in range(11)}
+    docs = documents(("alpha common", 6), ("beta common", 3), ("filler text", 11))
     counted = census_of(store, docs, ('"alpha"', '"beta"', '"alpha"'))
     (pruning,) = bounds.pruning(('"alpha"', '"beta"', '"alpha"'), counted, 3)
     assert pruning.candidates == '"beta"'
@@ -132,11 +139,7 @@ def test_the_bound_is_bm25s_ceiling_for_the_most_common_item(store: Store) -> No
 
 
 def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> None:
-    docs = {f"a{i}.md": "alpha" for i in range(8)}
-    docs |= {f"b{i}.md": "beta" for i in range(4)}
-    docs |= {f"c{i}.md": "gamma" for i in range(2)}
-    docs |= {f"f{i}.md": "filler" for i in range(26)}
-    items = ('"alpha"', '"beta"', '"gamma"')
+    docs, items = THREE_WORDS, ('"alpha"', '"beta"', '"gamma"')
     pairs, weakest = bounds.pruning(items, census_of(store, docs, items), 6)
     assert pairs.candidates == (
         '("alpha" AND "beta") OR ("alpha" AND "gamma") OR ("beta" AND "gamma")'
@@ -148,9 +151,7 @@ def test_with_three_words_the_documents_holding_two_come_first(store: Store) -> 
 
 
 def test_two_words_are_ranked_in_three_parts_the_likeliest_first(store: Store) -> None:
-    docs = {f"a{i}.md": "alpha" for i in range(8)}
-    docs |= {f"b{i}.md": "beta" for i in range(2)}
-    docs |= {f"f{i}.md": "filler" for i in range(30)}
+    docs = documents(("alpha", 8), ("beta", 2), ("filler", 30))
     items = ('"alpha"', '"beta"', '"filler"')
     counted = census_of(store, docs, items)
     both, rarer, other = bounds.parts(items[:2], counted)
@@ -170,11 +171,7 @@ def test_two_words_are_ranked_in_three_parts_the_likeliest_first(store: Store) -
 
 def test_a_way_whose_candidates_cannot_fill_the_list_is_not_tried(store: Store) -> None:
     # Its bound never holds (fewer than ``limit`` rows): trying it only costs time.
-    docs = {f"a{i}.md": "alpha" for i in range(8)}
-    docs |= {f"b{i}.md": "beta" for i in range(4)}
-    docs |= {f"c{i}.md": "gamma" for i in range(2)}
-    docs |= {f"f{i}.md": "filler" for i in range(26)}
-    items = ('"alpha"', '"beta"', '"gamma"')
+    docs, items = THREE_WORDS, ('"alpha"', '"beta"', '"gamma"')
     counted = census_of(store, docs, items)
     # Held by two words: at most 4 + 2 + 2 documents; "beta" or "gamma": 6.
     assert len(bounds.pruning(items, counted, 6)) == 2
