@@ -17,6 +17,8 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
+from kbindex.proto.address import UntrustedSocket, check_private_dir
+
 log = logging.getLogger(__name__)
 
 
@@ -29,19 +31,20 @@ class UnsafeDirectory(Exception):
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` with mode 0700, or check that an existing one is ours.
+    """Create ``path`` with mode 0700, or check that an existing one is the user's and
+    writable by no one else.
 
-    An existing directory's mode is left alone (it may be a folder the user chose,
-    such as their home); the socket in it is created 0600 all the same (umask 077).
+    Why refuse a shared directory (such as /tmp) rather than warn: clients refuse to
+    talk to a socket there (``proto.address``), and anyone who can write to it can
+    replace the socket or plant links where the lock files go.
     """
     if not path.exists():
         path.mkdir(parents=True, mode=0o700)
         return
-    st = path.stat()
-    if st.st_uid != os.getuid():
-        raise UnsafeDirectory(f"{path} belongs to uid {st.st_uid}, not to you")
-    if stat.S_IMODE(st.st_mode) & 0o022:
-        log.warning("socket directory %s is writable by others", path)
+    try:
+        check_private_dir(path)
+    except UntrustedSocket as exc:
+        raise UnsafeDirectory(str(exc)) from None
 
 
 class _FileLock:
@@ -51,7 +54,26 @@ class _FileLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # O_NOFOLLOW and the checks below: the pid is written only into a plain file of
+        # the user's, never through a link planted where the lock file goes.
+        try:
+            fd = os.open(
+                self.path,
+                os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                0o600,
+            )
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafeDirectory(
+                    f"{self.path} is a symbolic link; remove it (kbindexd never follows one)"
+                ) from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_nlink != 1:
+            os.close(fd)
+            raise UnsafeDirectory(
+                f"{self.path} is not a plain file of yours; remove it and start again"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -303,6 +303,8 @@ class Server:
                 await send(reply)
             await _linger(stream)
 
+        # Root is let in: it can read the user's files and the index anyway, so refusing
+        # it protects nothing (and would break diagnostics run with sudo).
         uid = peer_uid(stream)
         if uid is not None and uid not in (os.getuid(), 0):
             await send(

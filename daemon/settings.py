@@ -127,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--scan-interval", type=float, metavar="SECONDS")
     parser.add_argument("--max-file-size-mb", type=float, metavar="MB")
-    parser.add_argument("--log-level", choices=LOG_LEVELS)
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS)
     parser.add_argument(
         "--exclude-glob",
         action="append",

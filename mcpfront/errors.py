@@ -11,7 +11,7 @@ import logging
 
 from kbindex.mcpfront.arguments import ArgumentError
 from kbindex.mcpfront.backend import DaemonTimeout
-from kbindex.proto.client import ConnectionLost, DaemonError, DaemonUnavailable
+from kbindex.proto.client import ConnectionLost, DaemonError, DaemonUnavailable, UntrustedDaemon
 from kbindex.proto.messages import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,11 @@ def describe(exc: BaseException, *, subject: str | None = None) -> str:
     """The sentence shown for ``exc``; ``subject`` is the path or query the call was about."""
     if isinstance(exc, ArgumentError):
         return str(exc)
+    if isinstance(exc, UntrustedDaemon):
+        return (
+            f"kbindex refused to use its socket, which may be another user's: {exc} "
+            "Tell the user; do not retry."
+        )
     if isinstance(exc, DaemonUnavailable):
         return (
             f"The kbindex daemon is not running (nothing answers on {exc.socket_path}); "

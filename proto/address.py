@@ -1,22 +1,41 @@
-"""Where the daemon's socket lives, shared by the daemon, kbctl and the MCP front end.
+"""Where the daemon's socket lives, and whether a socket there can be trusted; shared by
+the daemon, kbctl and the MCP front end.
 
-Trigger: every process must agree on one path without talking to each other first.
-Order: an explicit argument, then ``$KBINDEX_SOCKET``, then
-``$XDG_RUNTIME_DIR/kbindex/kbindex.sock``, then a private ``/tmp/kbindex-$UID/`` directory
-(the runtime dir is per-user and 0700 already; /tmp is shared, so the daemon creates that
-directory with mode 0700 and refuses one owned by someone else).
+Every process must agree on one path without talking to each other first. Order: an
+explicit argument, then ``$KBINDEX_SOCKET``, then ``$XDG_RUNTIME_DIR/kbindex/``, then
+``/run/user/$UID/kbindex/`` when that runtime directory exists and is the user's (MCP
+hosts start front ends with a minimal environment that lacks XDG_RUNTIME_DIR, while
+the systemd user service serves there), then a private ``/tmp/kbindex-$UID/``.
+
+Trust: a socket is only as trustworthy as the directory holding it. Another local user
+can create ``/tmp/kbindex-$UID/`` first, or a socket path can point into a shared
+directory, and serve a socket of their own there: a client would send them every query
+and show their text as the user's notes. So the daemon serves, and a client connects,
+only where the directory belongs to the user (or root) and nobody else can write to it;
+the client then checks the server's uid too (``proto.client``).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
+import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 SOCKET_ENV = "KBINDEX_SOCKET"
 SOCKET_NAME = "kbindex.sock"
+RUN_USER = Path("/run/user")
+"""Where systemd-logind puts each user's runtime directory (``$XDG_RUNTIME_DIR``)."""
 
 
-def default_socket_path(environ: os._Environ[str] | dict[str, str] | None = None) -> Path:
+class UntrustedSocket(Exception):
+    """The socket's directory, or the process serving it, is not the user's own."""
+
+
+def default_socket_path(
+    environ: Mapping[str, str] | None = None, *, run_user: Path = RUN_USER
+) -> Path:
     env = os.environ if environ is None else environ
     explicit = env.get(SOCKET_ENV)
     if explicit:
@@ -24,10 +43,46 @@ def default_socket_path(environ: os._Environ[str] | dict[str, str] | None = None
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime:
         return Path(runtime) / "kbindex" / SOCKET_NAME
-    return Path("/tmp") / f"kbindex-{os.getuid()}" / SOCKET_NAME
+    uid = os.getuid()
+    mine = run_user / str(uid)
+    try:
+        if mine.stat().st_uid == uid:
+            return mine / "kbindex" / SOCKET_NAME
+    except OSError:
+        pass
+    return Path("/tmp") / f"kbindex-{uid}" / SOCKET_NAME
 
 
 def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return default_socket_path()
+
+
+def owner_name(uid: int) -> str:
+    """``name (uid N)``, or ``uid N`` for a uid without an account."""
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def check_private_dir(path: Path) -> None:
+    """Raise UntrustedSocket unless ``path`` is a directory of the user (or root) that no
+    one else can write to. Symbolic links are followed: what counts is the directory the
+    socket is really in."""
+    st = path.stat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise UntrustedSocket(f"{path} is not a directory")
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (os.getuid(), 0):
+        problem = f"belongs to {owner_name(st.st_uid)}, not to you"
+    elif mode & 0o022:
+        problem = f"is writable by {'others' if mode & 0o002 else 'its group'} (mode {mode:o})"
+    else:
+        return
+    raise UntrustedSocket(
+        f"the socket directory {path} {problem}, so a socket in it could be anyone's. "
+        f"Remove that directory if you did not make it, set XDG_RUNTIME_DIR, or choose a "
+        f"socket in a directory only you can write to (--socket or ${SOCKET_ENV})."
+    )

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,10 +22,15 @@ from typing import TypeVar
 
 import anyio
 import msgspec
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.memory import MemoryObjectSendStream
 from kbindex.proto import framing
-from kbindex.proto.address import resolve_socket_path
+from kbindex.proto.address import (
+    UntrustedSocket,
+    check_private_dir,
+    owner_name,
+    resolve_socket_path,
+)
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
     AddRoot,
@@ -71,6 +78,13 @@ class DaemonUnavailable(ClientError):
             "Start it with: kbindexd PATH  (or: systemctl --user start kbindexd.socket)"
         )
         self.socket_path = socket_path
+
+
+class UntrustedDaemon(ClientError):
+    """The socket is in a directory others control, or another user's process serves it.
+
+    Nothing was sent: talking to it would hand that user every query and show their
+    text as the user's own."""
 
 
 class ConnectionLost(ClientError):
@@ -127,9 +141,22 @@ class Client:
     ) -> AsyncIterator[Client]:
         path = resolve_socket_path(socket_path)
         try:
+            check_private_dir(path.parent)
+        except FileNotFoundError:
+            raise DaemonUnavailable(path, "no such directory") from None
+        except UntrustedSocket as exc:
+            raise UntrustedDaemon(str(exc)) from None
+        except OSError as exc:
+            raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
+        try:
             stream = await anyio.connect_unix(path)
         except OSError as exc:
             raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
+        try:
+            _check_server(stream, path)
+        except UntrustedDaemon:
+            await stream.aclose()
+            raise
         try:
             async with stream, anyio.create_task_group() as tg:
                 client = cls(stream, path)
@@ -277,6 +304,21 @@ class Client:
 
     async def check(self) -> CheckReply:
         return await self.request(Check(), CheckReply)
+
+
+def _check_server(stream: SocketStream, path: Path) -> None:
+    """Raise UntrustedDaemon unless the process serving ``path`` runs as this user or
+    root (root can read all of the user's files anyway). The directory check came first;
+    this one catches a socket moved or bound there by someone else all the same."""
+    raw = stream.extra(SocketAttribute.raw_socket)
+    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid not in (os.getuid(), 0):
+        raise UntrustedDaemon(
+            f"the socket {path} is served by {owner_name(uid)}, not by you: it is not your "
+            f"kbindexd, so nothing was sent to it. Stop using that socket path (--socket or "
+            f"$KBINDEX_SOCKET), or remove it if it should be yours."
+        )
 
 
 def _checked(item: Reply | ClientError) -> Reply:

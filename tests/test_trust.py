@@ -1,0 +1,332 @@
+"""Clients talk only to their own daemon; the daemon plants nothing through others' links.
+
+The two-user cases run for real: the test process (root in CI) forks, and each child
+drops to a throwaway uid with no account (setresuid) before it does its part, so the
+kernel sees two different users exactly as on a shared machine. The children run only
+code the test process has already imported (the interpreter under /root is not readable
+by other uids), so the modules a child needs are loaded before the fork.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import MakeDaemon, write
+from kbindex.daemon import settings
+from kbindex.proto.address import default_socket_path
+from kbindex.proto.client import Client, ClientError, UntrustedDaemon
+from mcp import Client as MCPClient
+from mcp import StdioServerParameters
+from mcp_helpers import CLIENT_TIMEOUT, FRONT_END, front_end_env, text
+
+pytestmark = pytest.mark.anyio
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="switching to other uids needs root (CI runs as root)"
+)
+
+CHILD_SECONDS = 20
+
+anyio.run(anyio.sleep, 0)  # loads the event loop's modules before any fork
+
+
+def throwaway_uids() -> tuple[int, int]:
+    """Two uids no account uses (nothing in /etc/passwd), different on every run."""
+    base = 200_000 + secrets.randbelow(700_000)
+    return base, base + 1
+
+
+def _become(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def as_user(uid: int, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` in a child process that runs as ``uid``; its JSON result comes back."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(read_end)
+            signal.alarm(CHILD_SECONDS)  # a child that hangs dies, and the test fails
+            _become(uid)
+            result = fn()
+        except BaseException as exc:
+            result, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
+        with os.fdopen(write_end, "w") as out:
+            json.dump(result, out)
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end) as src:
+        raw = src.read()
+    os.waitpid(pid, 0)
+    return json.loads(raw)
+
+
+class Listener:
+    """A socket served by another user: it records whether any byte ever reaches it."""
+
+    def __init__(self, uid: int, sock_path: Path, dir_mode: int | None) -> None:
+        self.ready_r, ready_w = os.pipe()
+        self.done_r, self.done_w = os.pipe()
+        self.got_r, got_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                signal.alarm(CHILD_SECONDS)
+                _become(uid)
+                if dir_mode is not None:  # the other user makes the directory first
+                    sock_path.parent.mkdir(mode=0o700)
+                    sock_path.parent.chmod(dir_mode)
+                srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                srv.bind(str(sock_path))
+                sock_path.chmod(0o777)  # anyone may connect: that is the trap
+                srv.listen(8)
+                srv.setblocking(False)
+                os.write(ready_w, b"r")
+                received = 0
+                conns: list[socket.socket] = []
+                while not _readable(self.done_r):
+                    with suppress(BlockingIOError):
+                        conns.append(srv.accept()[0])
+                    for conn in conns:
+                        conn.setblocking(False)
+                        with suppress(BlockingIOError):
+                            received += len(conn.recv(65536))
+                os.write(got_w, str(received).encode())
+            finally:
+                os._exit(0)
+        os.close(ready_w)
+        os.close(got_w)
+        assert os.read(self.ready_r, 1) == b"r", "the other user's listener did not start"
+
+    def bytes_received(self) -> int:
+        """Stop the listener; how many bytes clients sent it."""
+        os.write(self.done_w, b"x")
+        got = int(os.read(self.got_r, 64) or b"-1")
+        os.waitpid(self.pid, 0)
+        return got
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0.01)[0])
+
+
+@contextmanager
+def fresh_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="kbtrust-"))
+    path.chmod(0o1777)  # shared and sticky, as /tmp is
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def connect_as(uid: int, sock: Path | None) -> dict[str, str]:
+    """As ``uid``, connect with the default lookup (sock None, a minimal environment
+    without XDG_RUNTIME_DIR, as an MCP host gives) or to ``sock``; what happened."""
+
+    def attempt() -> dict[str, str]:
+        for name in ("XDG_RUNTIME_DIR", "KBINDEX_SOCKET"):
+            os.environ.pop(name, None)
+
+        async def go() -> dict[str, str]:
+            try:
+                with anyio.fail_after(CHILD_SECONDS / 2):
+                    async with Client.connect(sock, client_name="victim") as client:
+                        await client.ping()
+            except UntrustedDaemon as exc:
+                return {"refused": str(exc)}
+            except (ClientError, TimeoutError) as exc:
+                return {"other": f"{type(exc).__name__}: {exc}"}
+            return {"connected": "yes"}
+
+        return anyio.run(go)
+
+    result: dict[str, str] = as_user(uid, attempt)
+    return result
+
+
+@needs_root
+def test_the_fallback_directory_made_first_by_another_user_is_refused() -> None:
+    """Another user makes /tmp/kbindex-$UID (mode 0777) before the victim and serves a
+    socket there: the victim's client sends nothing and says why."""
+    victim, other = throwaway_uids()
+    sock = Path("/tmp") / f"kbindex-{victim}" / "kbindex.sock"
+    shutil.rmtree(sock.parent, ignore_errors=True)
+    try:
+        listener = Listener(other, sock, dir_mode=0o777)
+        outcome = connect_as(victim, None)
+        assert listener.bytes_received() == 0
+    finally:
+        shutil.rmtree(sock.parent, ignore_errors=True)
+    message = outcome.get("refused", "")
+    assert str(sock.parent) in message, outcome
+    assert f"uid {other}" in message
+    assert "not to you" in message
+
+
+@needs_root
+def test_a_directory_of_another_user_is_refused_even_when_not_shared() -> None:
+    victim, other = throwaway_uids()
+    with fresh_dir() as base:
+        sock = base / "theirs" / "kb.sock"
+        listener = Listener(other, sock, dir_mode=0o755)
+        outcome = connect_as(victim, sock)
+        assert listener.bytes_received() == 0
+    assert f"uid {other}" in outcome.get("refused", ""), outcome
+
+
+@needs_root
+def test_a_socket_served_by_another_user_is_refused_in_the_victims_own_directory() -> None:
+    """The directory passes (the victim's, 0700), but the process behind the socket is
+    another user's: SO_PEERCRED tells, and nothing is sent."""
+    victim, other = throwaway_uids()
+    with fresh_dir() as base:
+        theirs = base / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, other, other)
+        mine = base / "mine"
+        mine.mkdir(mode=0o700)
+        os.chown(mine, victim, victim)
+        listener = Listener(other, theirs / "kb.sock", dir_mode=None)
+        # A bound socket keeps answering under its new name: root moves it in.
+        os.rename(theirs / "kb.sock", mine / "kb.sock")
+        outcome = connect_as(victim, mine / "kb.sock")
+        assert listener.bytes_received() == 0
+    message = outcome.get("refused", "")
+    assert f"served by uid {other}" in message, outcome
+    assert str(mine / "kb.sock") in message
+
+
+@needs_root
+def test_kbctl_exits_non_zero_on_a_shared_socket_directory() -> None:
+    _, other = throwaway_uids()
+    with fresh_dir() as base:
+        sock = base / "shared" / "kb.sock"
+        listener = Listener(other, sock, dir_mode=0o1777)
+        done = subprocess.run(
+            [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(sock), "search", "x"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert listener.bytes_received() == 0
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert str(sock.parent) in done.stderr
+    assert "writable by others" in done.stderr or f"uid {other}" in done.stderr
+
+
+@needs_root
+async def test_every_mcp_tool_answers_with_the_refusal_and_no_results() -> None:
+    _, other = throwaway_uids()
+    with fresh_dir() as base:
+        sock = base / "shared" / "kb.sock"
+        listener = Listener(other, sock, dir_mode=0o777)
+        params = StdioServerParameters(
+            command=FRONT_END, args=["--socket", str(sock)], env=front_end_env()
+        )
+        calls = {
+            "search": {"query": "notes"},
+            "read_file": {"path": "a.md"},
+            "find_files": {"glob": "*"},
+            "get_index_stats": {},
+        }
+        async with MCPClient(params, read_timeout_seconds=CLIENT_TIMEOUT) as client:
+            for tool, arguments in calls.items():
+                result = await client.call_tool(tool, arguments)
+                assert result.is_error, (tool, result)
+                assert str(sock.parent) in text(result), tool
+                assert result.structured_content is None, tool
+        assert listener.bytes_received() == 0
+
+
+# ------------------------------------------------------------ the daemon's own files
+
+
+async def test_the_daemon_refuses_a_socket_directory_others_can_write(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    daemon = make_daemon(write(tmp_path / "root" / "a.md", "alpha").parent)
+    with fresh_dir() as base:
+        shared = base / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        daemon.socket = shared / "kb.sock"
+        proc = daemon.spawn()
+        assert proc.wait(timeout=30) != 0
+    assert "writable by others" in daemon.log()
+    assert not (shared / "kb.sock").exists()
+
+
+async def test_a_link_planted_as_the_lock_file_is_not_followed(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    """Before: the daemon wrote its pid through the link into the target file."""
+    daemon = make_daemon(write(tmp_path / "root" / "a.md", "alpha").parent)
+    precious = write(tmp_path / "precious.txt", "keep me\n")
+    daemon.socket.parent.mkdir(exist_ok=True)
+    Path(f"{daemon.socket}.lock").symlink_to(precious)
+    proc = daemon.spawn()
+    assert proc.wait(timeout=30) != 0
+    assert precious.read_text() == "keep me\n"
+    assert "symbolic link" in daemon.log()
+
+
+# ------------------------------------------------------------ finding the socket
+
+
+def test_lookup_prefers_the_users_runtime_directory_without_xdg_runtime_dir(
+    tmp_path: Path,
+) -> None:
+    """MCP hosts start front ends without XDG_RUNTIME_DIR; the systemd user service
+    serves in /run/user/$UID all the same."""
+    uid = os.getuid()
+    (tmp_path / str(uid)).mkdir()
+    found = default_socket_path({"HOME": "/h"}, run_user=tmp_path)
+    assert found == tmp_path / str(uid) / "kbindex" / "kbindex.sock"
+    assert default_socket_path({"XDG_RUNTIME_DIR": "/x"}, run_user=tmp_path) == Path(
+        "/x/kbindex/kbindex.sock"
+    )
+    assert default_socket_path({}, run_user=tmp_path / "none") == Path(
+        f"/tmp/kbindex-{uid}/kbindex.sock"
+    )
+
+
+@needs_root
+def test_lookup_skips_a_runtime_directory_that_is_not_the_users(tmp_path: Path) -> None:
+    uid = os.getuid()
+    (tmp_path / str(uid)).mkdir()
+    os.chown(tmp_path / str(uid), 123_456, 123_456)
+    found = default_socket_path({}, run_user=tmp_path)
+    assert found == Path(f"/tmp/kbindex-{uid}/kbindex.sock")
+
+
+def test_log_level_is_case_insensitive(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    settings.add_arguments(parser)
+    config = write(tmp_path / "config.toml", "")
+    base = [str(tmp_path), "--state-dir", str(tmp_path / "s"), "--config", str(config)]
+    given = settings.load(parser.parse_args([*base, "--log-level", "INFO"]), {})
+    assert given.log_level == "info"
+    from_env = settings.load(parser.parse_args(base), {"KBINDEX_LOG_LEVEL": "WARNING"})
+    assert from_env.log_level == "warning"
