@@ -107,6 +107,7 @@ async def test_special_files_are_never_opened(guarded: Daemon) -> None:
         assert not why.indexed
 
 
+@pytest.mark.slow
 async def test_files_swapped_after_indexing_are_not_followed(guarded: Daemon) -> None:
     """An indexed file replaced by a symlink pointing out, or by a FIFO; an indexed
     directory replaced by a symlink out: read_file refuses, promptly."""

@@ -34,6 +34,7 @@ def test_a_commit_reaches_both_database_files_in_the_background(
         assert words.fetchall() == [("walrus",)]
 
 
+@pytest.mark.slow
 def test_a_long_run_of_batches_keeps_the_log_bounded(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

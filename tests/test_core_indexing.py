@@ -24,6 +24,7 @@ async def test_indexes_text_files_and_finds_them(daemon: Daemon) -> None:
     assert status.last_scan_at is not None
 
 
+@pytest.mark.slow
 async def test_modify_add_delete_rename_between_scans(daemon: Daemon) -> None:
     a = write(daemon.root / "a.md", "alpha original words\n")
     b = write(daemon.root / "b.md", "bravo to be deleted\n")
@@ -88,6 +89,7 @@ async def test_full_reindex_rereads_unchanged_files(daemon: Daemon) -> None:
     assert full.files_changed == 1  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_refresh_reports_progress_then_result(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon()
     daemon.extra_args = ["--watch", "off"]  # count exactly what this refresh reads
@@ -176,6 +178,7 @@ async def test_symlinks_do_not_lead_out_of_a_root(make_daemon: MakeDaemon, tmp_p
         assert (await c.why("link.md")).reason == "outside every root"
 
 
+@pytest.mark.slow
 async def test_changes_while_stopped_appear_after_restart(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     keep = write(d.root / "keep.md", "kept words\n")
@@ -192,6 +195,7 @@ async def test_changes_while_stopped_appear_after_restart(make_daemon: MakeDaemo
     assert sorted(await d.search_paths("offline")) == ["keep.md", "new.md"]
 
 
+@pytest.mark.slow
 async def test_a_large_refresh_leaves_no_large_wal_behind(make_daemon: MakeDaemon) -> None:
     """The write-ahead log is emptied after a refresh that wrote many files, so the
     disk space comes back and the reported index size counts the index once."""
@@ -205,6 +209,7 @@ async def test_a_large_refresh_leaves_no_large_wal_behind(make_daemon: MakeDaemo
     assert not wal.exists() or wal.stat().st_size < 1 << 20, wal.stat().st_size
 
 
+@pytest.mark.slow
 def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
     """Rewritten documents leave entries and delete markers in the full-text index
     until its segments merge: once a quarter of the index (at least 1,000 documents)

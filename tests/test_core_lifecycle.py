@@ -84,6 +84,7 @@ def test_kbindexd_reports_bad_settings_and_exits_2(make_daemon: MakeDaemon) -> N
     assert "does not exist" in d.log()
 
 
+@pytest.mark.slow
 async def test_second_daemon_on_same_socket_exits_with_clear_message(daemon: Daemon) -> None:
     proc = daemon.spawn()
     assert wait_exit(proc) == 1
@@ -92,6 +93,7 @@ async def test_second_daemon_on_same_socket_exits_with_clear_message(daemon: Dae
         await c.ping()
 
 
+@pytest.mark.slow
 async def test_stale_socket_from_dead_daemon_is_replaced(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     write(d.root / "a.md", "alive again\n")
@@ -115,6 +117,7 @@ async def test_sigterm_removes_socket_and_exits_cleanly(daemon: Daemon) -> None:
     assert not daemon.socket.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "future_schema"])
 async def test_unusable_index_is_kept_aside_and_rebuilt(
     make_daemon: MakeDaemon, damage: str
@@ -144,6 +147,7 @@ async def test_unusable_index_is_kept_aside_and_rebuilt(
     assert await d.search_paths("survivor") == ["a.md"]
 
 
+@pytest.mark.slow
 async def test_a_lost_unstemmed_index_is_rebuilt_while_the_daemon_serves(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -187,6 +191,7 @@ async def test_kbctl_commands(daemon: Daemon) -> None:
     assert r.returncode == 1 and "bad_query" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 async def test_kbctl_piped_into_a_reader_that_stops_ends_quietly(daemon: Daemon) -> None:
     write(daemon.root / "long.md", "".join(f"line {i} of a long note\n" for i in range(40_000)))
     await daemon.refresh()
@@ -222,6 +227,7 @@ def test_kbctl_without_daemon_says_how_to_start_it(sockdir: Path) -> None:
     assert r.stderr.count("\n") == 1 and "not running" in r.stderr and "kbindexd" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to connect as another uid")
 async def test_connection_from_other_uid_is_refused(daemon: Daemon) -> None:
     """A child process drops to uid 65534 and connects. The directory and socket modes

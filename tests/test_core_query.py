@@ -34,6 +34,7 @@ def fts() -> Iterator[sqlite3.Connection]:
     conn.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=200), st.sampled_from(["auto", "all", "any"]))
 def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) -> None:

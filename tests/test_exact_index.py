@@ -197,6 +197,7 @@ _PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @given(st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=30), st.text(max_size=10))
 @settings(max_examples=300, deadline=None)
 def test_the_exact_words_are_the_words_of_the_whole_text(pieces: list[str], name: str) -> None:

@@ -131,6 +131,7 @@ async def settle(d: Daemon) -> None:
     await d.refresh()
 
 
+@pytest.mark.slow
 async def test_sigkill_during_indexing_and_bursts_never_loses_or_invents(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -170,6 +171,7 @@ async def test_sigkill_during_indexing_and_bursts_never_loses_or_invents(
     assert_index_equals_disk(d)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["zeroed", "flipped_pages", "garbage_wal", "stale_wal"])
 async def test_more_damage_is_detected_or_harmless(make_daemon: MakeDaemon, damage: str) -> None:
     """Damage beyond test_core_lifecycle's garbage, truncated and future-schema files:
@@ -216,6 +218,7 @@ async def test_more_damage_is_detected_or_harmless(make_daemon: MakeDaemon, dama
     assert_index_equals_disk(d)
 
 
+@pytest.mark.slow
 async def test_repeated_damage_never_crash_loops(make_daemon: MakeDaemon) -> None:
     """Damaged again and again: every start rebuilds and serves; the kept copies are
     bounded so a state directory cannot fill the disk with them."""
@@ -273,6 +276,7 @@ def _damage_index_segments(db: Path) -> None:
     conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [_damage_text_pages, _damage_index_segments])
 async def test_damage_found_while_serving_rebuilds_in_the_background(
     make_daemon: MakeDaemon, damage: Callable[[Path], None]
@@ -329,6 +333,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 async def test_disk_full_keeps_serving_and_catches_up_when_space_returns(
     make_daemon: MakeDaemon, small_disk: Path
 ) -> None:
@@ -363,6 +368,7 @@ async def test_disk_full_keeps_serving_and_catches_up_when_space_returns(
     assert_index_equals_disk(d)
 
 
+@pytest.mark.slow
 async def test_a_flood_of_background_refreshes_runs_a_bounded_number(
     make_daemon: MakeDaemon,
 ) -> None:

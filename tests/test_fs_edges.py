@@ -30,7 +30,7 @@ from conftest import Daemon, MakeDaemon, mode_bound, wait_for, write
 from kbindex.proto.client import Client
 from watch_helpers import settled, until_paths, until_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @contextmanager

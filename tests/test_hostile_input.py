@@ -170,6 +170,7 @@ def _nested(depth: int, kind: str) -> bytes:
 # ---------------------------------------------------------------- tests
 
 
+@pytest.mark.slow
 async def test_fuzzed_frames_get_errors_and_never_disturb_a_good_client(fuzzed: Daemon) -> None:
     sock = fuzzed.socket
     tried: dict[str, int] = {}
@@ -272,6 +273,7 @@ async def test_fuzzed_frames_get_errors_and_never_disturb_a_good_client(fuzzed: 
     assert dog.slowest < GOOD_DEADLINE
 
 
+@pytest.mark.slow
 async def test_deep_nesting_and_huge_strings_are_refused_and_memory_stays_bounded(
     fuzzed: Daemon,
 ) -> None:
@@ -386,6 +388,7 @@ def closed_within(conn: Raw, seconds: float) -> list[object]:
     return replies
 
 
+@pytest.mark.slow
 async def test_slow_clients_are_cut_off_and_do_not_block_others(make_daemon: MakeDaemon) -> None:
     """A client that sends a length prefix and then nothing, or a frame at one byte per
     100 ms, holds a partial frame: the daemon closes it after the frame timeout (with a
@@ -429,6 +432,7 @@ async def test_slow_clients_are_cut_off_and_do_not_block_others(make_daemon: Mak
     assert_alive(d)
 
 
+@pytest.mark.slow
 async def test_abandoned_connections_beyond_the_fd_limit_do_not_crash_or_lock_out(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -478,6 +482,7 @@ async def test_abandoned_connections_beyond_the_fd_limit_do_not_crash_or_lock_ou
     assert_alive(d)
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_its_replies_is_closed(
     make_daemon: MakeDaemon,
 ) -> None:

@@ -27,7 +27,7 @@ from mcp_helpers import (
     text,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 INITIALIZE = (
     json.dumps(

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.anyio
 TOOLS = {"search", "get_index_stats", "refresh_index", "read_file", "find_files"}
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", [pytest.param("legacy", marks=pytest.mark.slow), "auto"])
 async def test_every_tool_and_the_resource_template(daemon: Daemon, mode: str) -> None:
     root = daemon.root
     corpus(root)
@@ -131,6 +131,7 @@ def _one_sentence(result: types.CallToolResult) -> str:
     return message
 
 
+@pytest.mark.slow
 async def test_errors_become_one_sentence_tool_errors(daemon: Daemon) -> None:
     corpus(daemon.root)
     await daemon.refresh()
@@ -181,6 +182,7 @@ async def test_errors_become_one_sentence_tool_errors(daemon: Daemon) -> None:
         assert early["notes"] == ["start_line=-7 is below 1; used 1."]
 
 
+@pytest.mark.slow
 async def test_responses_stay_within_budget_whatever_the_file_sizes(daemon: Daemon) -> None:
     # Many matching files with long snippets, one large file, one giant single line.
     sentence = "The ocelot sleeps in the archive between long forgotten ledgers. " * 30

@@ -174,6 +174,7 @@ def cjk_queries(rng: random.Random) -> list[str]:
 # ------------------------------------------------------------------ through a daemon
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_identifiers_whole_and_by_parts(daemon: Daemon) -> None:
     idents = code_corpus(daemon.root)
@@ -204,6 +205,7 @@ async def test_identifiers_whole_and_by_parts(daemon: Daemon) -> None:
     assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} failures)"
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_cjk_substrings_find_exactly_the_documents_holding_them(daemon: Daemon) -> None:
     texts = cjk_corpus(daemon.root)
@@ -292,6 +294,7 @@ WORDS = st.sampled_from(["parseHttpRequest", "max_file_size_mb", "IL-10", "a.b/c
 CJK = st.text(alphabet="東京都にすんでいま서울ภาษาไทย々ー", min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.one_of(TRICKY, WORDS, CJK, st.text(max_size=8)), max_size=12),

@@ -45,6 +45,7 @@ class NotifyListener:
         self.sock.close()
 
 
+@pytest.mark.slow
 async def test_ready_status_watchdog_and_stopping(make_daemon: MakeDaemon, sockdir: Path) -> None:
     listener = NotifyListener(sockdir / "notify")
     d = make_daemon()
@@ -121,6 +122,7 @@ async def test_socket_activation_serves_the_inherited_socket(
             proc.wait()
 
 
+@pytest.mark.slow
 async def test_sigterm_lets_a_request_in_flight_finish(daemon: Daemon) -> None:
     for i in range(3000):
         write(daemon.root / f"d{i % 30}" / f"f{i}.txt", f"text number {i} " * 20)
@@ -144,6 +146,7 @@ async def _progressing(replies: list[object]) -> bool:
     return len(replies) >= 1
 
 
+@pytest.mark.slow
 async def test_sigterm_during_large_index_then_restart_equals_disk(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -174,6 +177,7 @@ def _assert_consistent(d: Daemon) -> None:
     assert all(os.path.exists(p) for p in files.values())
 
 
+@pytest.mark.slow
 async def test_sighup_reloads_roots_and_ignores_without_dropping_connections(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:

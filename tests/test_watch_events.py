@@ -13,7 +13,7 @@ import pytest
 from conftest import Daemon, MakeDaemon, write
 from watch_helpers import settled, until_paths, until_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_create_modify_delete_within_a_second_and_honest_status(daemon: Daemon) -> None:

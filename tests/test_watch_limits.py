@@ -73,6 +73,7 @@ async def in_process(tmp_path: Path, sockdir: Path, *roots: Path) -> AsyncIterat
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 async def test_watch_limit_at_start_falls_back_to_polling_for_that_root(
     tmp_path: Path, sockdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -104,6 +105,7 @@ async def test_watch_limit_at_start_falls_back_to_polling_for_that_root(
         assert big.poll_seconds is not None and big.poll_seconds >= 0.5
 
 
+@pytest.mark.slow
 async def test_watch_limit_hit_for_a_new_directory_degrades_the_root(
     tmp_path: Path, sockdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -120,6 +122,7 @@ async def test_watch_limit_hit_for_a_new_directory_degrades_the_root(
         await until_paths(c, "deepword", ["a.md", "deep/er/b.md", "deep/er/c.md"], timeout=10)
 
 
+@pytest.mark.slow
 async def test_root_set_to_poll_in_the_config(make_daemon: MakeDaemon, tmp_path: Path) -> None:
     d = make_daemon()
     config = tmp_path / "config" / "kbindex" / "config.toml"
@@ -180,6 +183,7 @@ async def test_queue_overflow_triggers_a_rescan_that_finds_lost_changes(
         assert after.state == "live"
 
 
+@pytest.mark.slow
 async def test_watching_turned_off_says_so_and_explicit_refresh_still_works(
     make_daemon: MakeDaemon,
 ) -> None:

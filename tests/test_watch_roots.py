@@ -22,6 +22,7 @@ def config_of(d: Daemon) -> Path:
     return d.base / "config" / "kbindex" / "config.toml"
 
 
+@pytest.mark.slow
 async def test_add_and_remove_a_root_at_runtime(make_daemon: MakeDaemon, tmp_path: Path) -> None:
     d = make_daemon()
     other = tmp_path / "other"
@@ -82,6 +83,7 @@ async def test_removing_an_unknown_root_is_an_error(daemon: Daemon, tmp_path: Pa
         assert caught.value.code == ErrorCode.INVALID_ARGUMENT
 
 
+@pytest.mark.slow
 async def test_kbctl_roots_and_why(
     daemon: Daemon,
     tmp_path: Path,
