@@ -236,6 +236,7 @@ def test_kbctl_exits_non_zero_on_a_shared_socket_directory() -> None:
     assert "writable by others" in done.stderr or f"uid {other}" in done.stderr
 
 
+@pytest.mark.slow
 @needs_root
 async def test_every_mcp_tool_answers_with_the_refusal_and_no_results() -> None:
     _, other = throwaway_uids()
