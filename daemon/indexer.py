@@ -1,9 +1,10 @@
 """Bringing the index in line with the files: scan, compare, read, write.
 
 One refresh at a time (a lock), over a scope: every root, or some files and
-directories inside them. A refresh walks the scope (list + stat only), compares size
-and ``mtime_ns`` with the index's metadata, reads only what changed, and writes in
-batches of one transaction each. Reading the next batch and preparing its column values
+directories inside them. A refresh walks the scope (list + stat only), compares what
+``stat`` says (``Seen.signature``) with the index's metadata, reads only what changed
+(or what the size cap now decides otherwise), and writes in batches of one transaction
+each. Reading the next batch and preparing its column values
 (a worker thread) overlaps with writing the previous one (the writer thread, and the
 exact index's own, see ``exactindex``); SQLite releases the GIL while it works, so they
 proceed in parallel. A refresh that finds nothing changed writes nothing.
@@ -26,7 +27,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.scanner import Seen, Walk, walk
-from kbindex.daemon.store import Store, Update, is_damage, is_unwritable
+from kbindex.daemon.store import Known, Store, Update, is_damage, is_unwritable
 from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
@@ -193,8 +194,8 @@ class Indexer:
             for path, s in seen.items()
             if full
             or (k := known.get(path)) is None
-            or k.size != s.size
-            or k.mtime_ns != s.mtime_ns
+            or k.signature != s.signature
+            or self._cap_decides_otherwise(k, s)
         ]
         # A directory that could not be listed says nothing about its files: keep them.
         removed = [
@@ -245,6 +246,13 @@ class Indexer:
         outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, seen, changed, removed, outcome.seconds)
         return outcome
+
+    def _cap_decides_otherwise(self, known: Known, seen: Seen) -> bool:
+        """Whether the size cap now decides this unchanged file the other way: skipped for
+        size but under the cap now, or indexed but over it (the cap changed since)."""
+        if known.skip_reason == textfile.SkipReason.TOO_LARGE:
+            return seen.size <= self.max_file_bytes
+        return known.skip_reason is None and seen.size > self.max_file_bytes
 
     def _walk_all(self, targets: Sequence[Located]) -> list[Walk]:
         memo: dict[str, Chain | str] = {}

@@ -1,4 +1,4 @@
-"""Walking roots: what files exist now, with their size and mtime.
+"""Walking roots: what files exist now, with what their ``stat`` says of them.
 
 A walk only lists and stats (``os.scandir`` gives the type for free, one ``stat`` per
 file gives size and ``mtime_ns``); it never opens a file. Comparing the result with
@@ -34,6 +34,17 @@ class Seen:
     relpath: str
     size: int
     mtime_ns: int
+    ctime_ns: int = 0
+    ino: int = 0
+    dev: int = 0
+
+    @property
+    def signature(self) -> tuple[int, int, int, int, int]:
+        """What git's index compares to tell a file changed without reading it. Size and
+        mtime alone miss an edit that keeps them (``cp -p``, ``touch -r``, ``rsync -t``,
+        ``tar x``, a restored backup): the change time cannot be set back, and a file
+        replaced by another gets a new inode."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
 
 
 @dataclass(slots=True)
@@ -130,4 +141,8 @@ def _seen_file(
     # FIFOs, sockets and devices are listed with size 0 and recorded as skipped by
     # textfile.load, which never opens them.
     size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-    return Seen(shown, str(root), shown[prefix_len:], size, st.st_mtime_ns)
+    # An inode number can use all 64 bits; SQLite keeps signed ones.
+    ino = st.st_ino & 0x7FFF_FFFF_FFFF_FFFF
+    return Seen(
+        shown, str(root), shown[prefix_len:], size, st.st_mtime_ns, st.st_ctime_ns, ino, st.st_dev
+    )

@@ -34,7 +34,7 @@ from kbindex.daemon.textfile import Loaded, Skipped
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = exactindex.TOKENIZER
 KEPT_COPIES: Final = 3
@@ -96,10 +96,23 @@ DROP TABLE docs_exact;
 #   rebuilt there from the stored text on first open. ``meta.writes`` is the counter
 #   that keeps the two files in step.
 
+_SCHEMA_V4: Final = """
+ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN ino INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN dev INTEGER NOT NULL DEFAULT 0;
+"""
+# v4 records what git's index compares besides size and mtime (``Seen.signature``). The
+# zeros of existing rows never match a real file, so the next scan re-reads each once.
+
 # Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
 # altered in place, so migrations that change it drop it and forget the files'
 # metadata: the next scan re-reads everything.
-MIGRATIONS: Final[dict[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+MIGRATIONS: Final[dict[int, str]] = {
+    1: _SCHEMA_V1,
+    2: _SCHEMA_V2,
+    3: _SCHEMA_V3,
+    4: _SCHEMA_V4,
+}
 
 
 class IndexUnusable(Exception):
@@ -135,6 +148,15 @@ class Known:
     id: int
     size: int
     mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+    skip_reason: str | None
+
+    @property
+    def signature(self) -> tuple[int, int, int, int, int]:
+        """As ``Seen.signature``, for the file as it was when indexed."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
 
 
 Update = tuple[Seen, documents.Document | Loaded | Skipped]
@@ -451,14 +473,17 @@ class Store:
     def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
         """Metadata of every known file, or of those under the given absolute prefixes."""
         conn = self.writer
-        sql = "SELECT path, id, size, mtime_ns FROM files"
-        rows: list[tuple[str, int, int, int]] = []
+        sql = "SELECT path, id, size, mtime_ns, ctime_ns, ino, dev, skip_reason FROM files"
+        rows: list[tuple[str, int, int, int, int, int, int, str | None]] = []
         if prefixes is None:
             rows = conn.execute(sql).fetchall()
         else:
             for prefix in prefixes:
                 rows += conn.execute(f"{sql} WHERE {_UNDER}", _under(prefix)).fetchall()
-        return {p: Known(i, s, m) for p, i, s, m in rows}
+        return {
+            path: Known(file_id, size, mtime, ctime, ino, dev, reason)
+            for path, file_id, size, mtime, ctime, ino, dev, reason in rows
+        }
 
     def move(self, old: str, new: str, new_root: str) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
@@ -542,10 +567,13 @@ class Store:
                 outcome = (
                     documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
                 )
-                values: tuple[int, int, str | None, str | None, str | None]
+                # ctime, inode and device as the scan saw them: a change after the scan
+                # leaves them behind the file, so the next scan reads it again.
+                stamp = (seen.ctime_ns, seen.ino, seen.dev)
+                values: tuple[int, int, str | None, str | None, str | None, int, int, int]
                 if isinstance(outcome, documents.Document):
                     loaded = outcome.loaded
-                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
+                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None, *stamp)
                     texts[path] = outcome
                 else:
                     values = (
@@ -554,6 +582,7 @@ class Store:
                         None,
                         outcome.reason,
                         outcome.detail,
+                        *stamp,
                     )
                 if path in known:
                     rewritten.append((known[path], *values))
@@ -562,7 +591,8 @@ class Store:
             if rewritten:
                 conn.execute(
                     "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
-                    " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5"
+                    " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
+                    " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8"
                     " FROM json_each(?) AS j WHERE files.id = j.value->>0",
                     (now, as_json(rewritten)),
                 )
@@ -572,8 +602,9 @@ class Store:
                     (path, file_id)
                     for file_id, path in conn.execute(
                         "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
-                        " encoding, skip_reason, skip_detail) SELECT value->>0, value->>1,"
-                        " value->>2, value->>3, value->>4, ?, value->>5, value->>6, value->>7"
+                        " encoding, skip_reason, skip_detail, ctime_ns, ino, dev)"
+                        " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
+                        " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10"
                         " FROM json_each(?) RETURNING id, path",
                         (now, as_json(fresh)),
                     ).fetchall()
