@@ -39,8 +39,9 @@ from kbindex.daemon import textfile, tokens
 from kbindex.daemon.indexer import BATCH_FILES
 from kbindex.daemon.query import compile_query
 from kbindex.daemon.scanner import Seen
+from kbindex.daemon.schema import EXACT_TOKENIZER, TOKENIZER
 from kbindex.daemon.searcher import BM25_WEIGHTS, search
-from kbindex.daemon.store import EXACT_TOKENIZER, TOKENIZER, Store
+from kbindex.daemon.store import Store
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)

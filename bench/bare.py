@@ -13,12 +13,12 @@ includes the ones before it):
              encodings, the title), the title stored in its column
 ``derived``  the derived columns ``subwords`` and ``grams`` (``kbindex.daemon.tokens``):
              the daemon's 5-column ``docs`` table
-``exact``    plus the unstemmed ``docs_exact`` table (two FTS5 inserts per document), in
-             the same file and the same thread: what the daemon did before it moved
-             that table to a file of its own, written in parallel (``exactindex``)
-``store``    the daemon's own ``Store.apply`` on its real schema (two files, the exact
-             one written by its own thread): ``files`` rows, one transaction per batch
-             (``indexer.BATCH_FILES``); the derived columns here on the writer's thread
+``exact``    plus an unstemmed ``docs_exact`` table with every column and position
+             (two FTS5 inserts per document), in the same file and the same thread
+``store``    the daemon's own ``Store.apply`` on its real schema (``docs`` and the
+             contentless, position-free ``docs_exact`` in one transaction): ``files``
+             rows, one transaction per batch (``indexer.BATCH_FILES``); the derived
+             columns here on the writer's thread
 
     python bench/bare.py CORPUS_DIR /tmp/bare.sqlite3                 # the ceiling
     python bench/bare.py CORPUS_DIR /tmp/bare.sqlite3 --like-daemon   # every stage

@@ -196,10 +196,7 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "p99": round(percentile(times, 0.99), 2),
                 "max": round(max(times), 2),
             }
-    # Two files: the main index and the unstemmed one (daemon/exactindex.py).
-    names = ("index.sqlite3", "index-exact.sqlite3")
-    main, exact = (table_sizes(work / "state" / n) for n in names)
-    out["tables"] = {**main, **exact, "file": main["file"] + exact["file"]}
+    out["tables"] = table_sizes(work / "state" / "index.sqlite3")
     return out
 
 

@@ -41,7 +41,6 @@ from kbindex.proto.client import Client
 HERE = Path(__file__).resolve().parent
 KBINDEXD = Path(sys.executable).with_name("kbindexd")
 QUERY_KINDS = ("common", "rare", "phrase", "question", "prefix*")
-EXACT_FILES = ("index.sqlite3", "index-exact.sqlite3")
 QUESTIONS = (
     "how does {0} {1} the {2}?",
     "why is {0} {1} with {2}?",
@@ -168,10 +167,8 @@ async def measure_daemon(
                 proc.kill()
                 await proc.wait()
     out["exit_code"] = proc.returncode
-    # Two files: the main index and the unstemmed one (daemon/exactindex.py).
-    main, exact = (bare.table_sizes(state / name) for name in EXACT_FILES)
-    out["tables"] = {**main, **{k: v for k, v in exact.items() if k != "file"}}
-    out["tables"]["file"] = out["index_bytes"] = main["file"] + exact["file"]
+    out["tables"] = bare.table_sizes(state / "index.sqlite3")
+    out["index_bytes"] = out["tables"]["file"]
     return out
 
 

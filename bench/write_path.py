@@ -65,8 +65,7 @@ async def one_round(corpus: Path, mode: str) -> dict[str, float]:
         store = Store(work / "index.sqlite3")
         await anyio.to_thread.run_sync(store.open)
         if mode == "sqlite":
-            for conn in (store.writer, store.exact.conn):
-                conn.execute("PRAGMA wal_autocheckpoint = 1000")
+            store.writer.execute("PRAGMA wal_autocheckpoint = 1000")
         rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
         indexer = Indexer(store, Roots([corpus]), rules, Health(), 10 << 20)
         cpu = time.process_time()

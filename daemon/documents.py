@@ -1,21 +1,19 @@
 """Writing one document into the two full-text tables, and taking it out again.
 
-``docs`` (in the main index file) holds the text, stored once, and its stemmed index;
-``docs_exact`` (in a file of its own, see ``exactindex``) records which unstemmed
-words each document holds, for prefix queries, and stores no text. Every write goes
-through here so the two stay in step: a contentless table must be told a row's old
-words to remove them, and ``exact_text`` derives them from the text ``docs`` stores.
+``docs`` holds the text, stored once, and its stemmed index; ``docs_exact`` records
+which unstemmed words each document holds, for prefix queries, and stores no text (see
+``schema``). Every write goes through here so the two stay in step: a contentless table
+must be told a row's old words to remove them, and ``exact_text`` derives them from the
+text ``docs`` stores.
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
 ``title``, ``body``, ``subwords`` and ``grams`` (see ``tokens``).
 
 A batch of documents goes to SQLite as one JSON array in one statement (``json_each``),
-not one statement per document. Trigger: the two full-text tables are written by two
-threads while a third reads files in Python; every statement returns to Python and
-must take the GIL back, and the reader holds it for long stretches. Per-row inserts
-with a busy Python thread beside them took 206 s for the bench corpus, one statement
-per batch 17 s. Why JSON: one C encode (msgspec) and one parse inside SQLite, with
-the GIL released for the whole batch.
+not one statement per document: the writer thread works while the indexer's reader
+thread holds the GIL for long stretches, and every statement must take it back
+(``bench/README.md`` has the figures). Why JSON: one C encode (msgspec) and one parse
+inside SQLite, with the GIL released for the whole batch.
 """
 
 from __future__ import annotations
@@ -53,24 +51,14 @@ class Document:
     """A file ready to be written: what was loaded, its column values, and the text of
     its words for the exact index (``exact_text`` of ``row``).
 
-    Trigger: the derived columns cost about as much Python time as reading the files
-    (6 s of a 205 MB full index). Why a type of its own: the indexer builds it in its
-    read-ahead worker, so the writer threads spend their time inside SQLite, which
-    releases the GIL, instead of holding the GIL for tokens.* while the reader waits.
+    Why a type of its own: the derived columns cost about as much Python time as
+    reading the files, so the indexer builds them in its read-ahead worker and the
+    writer thread spends its time inside SQLite, which releases the GIL.
     """
 
     loaded: Loaded
     row: Row
     exact: str
-
-
-@dataclass(frozen=True, slots=True)
-class ExactChange:
-    """One row of ``docs_exact`` to remove and/or add, by its ``exact_text``."""
-
-    rowid: int
-    old: str | None = None
-    new: str | None = None
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
@@ -96,10 +84,9 @@ def exact_text(values: Row) -> str:
     body, and its derived words (the title is part of the body). A function of the
     stored row alone, so a removal gives the index the words its insertion did.
 
-    Trigger: the exact index tokenized every document whole, on a thread of its own
-    beside the stemmed index. Why distinct words: it keeps no positions or counts
-    (``detail=none``), so each word once is enough, and the bench corpus has about
-    half as many distinct words as words."""
+    Why distinct words: the table keeps no positions or counts (``detail=none``), so
+    each word once is enough, and a text has about half as many distinct words as
+    words."""
     name, _title, body, subwords, grams = values
     return _exact(tokens.chunks(name, body), subwords, grams)
 
@@ -127,17 +114,21 @@ def _chunks(rows: Sequence[tuple[int, tuple[str, ...]]]) -> Iterator[list[tuple[
         yield chunk
 
 
-def insert(conn: sqlite3.Connection, rows: Sequence[tuple[int, Row]]) -> None:
-    """Add ``(rowid, values)`` rows to ``docs``, a statement per STATEMENT_CHARS of
-    text; none of the rowids may be there yet."""
+def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str]]) -> None:
+    """Add ``(rowid, values, exact_text)`` documents to both tables, a statement per
+    STATEMENT_CHARS of text; none of the rowids may be there yet."""
     sql = f"INSERT INTO {STEMMED}(rowid, {_NAMES}) SELECT {_FROM_JSON} FROM json_each(?)"
-    for chunk in _chunks(rows):
+    for chunk in _chunks([(rowid, row) for rowid, row, _ in docs]):
         conn.execute(sql, (as_json(chunk),))
+    exact = f"INSERT INTO {EXACT}(rowid, words) SELECT {_EXACT_JSON}"
+    for chunk in _chunks([(rowid, (words,)) for rowid, _, words in docs]):
+        conn.execute(exact, (as_json(chunk),))
 
 
 def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, Row]]:
-    """Delete these documents from ``docs`` (absent ones are skipped); returns their
-    old values (``exact_text`` of which ``docs_exact`` must remove)."""
+    """Delete these documents from both tables (absent ones are skipped); returns their
+    old values. ``docs_exact`` keeps no text: it is told the words to remove, the
+    ``exact_text`` of the values ``docs`` stored."""
     if not rowids:
         return []
     ids = as_json(rowids)
@@ -146,23 +137,13 @@ def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, R
         (ids,),
     ).fetchall()
     conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
-    return [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
-
-
-def apply_exact(conn: sqlite3.Connection, changes: Sequence[ExactChange]) -> None:
-    """Make ``docs_exact`` (on ``conn``) follow what was done to ``docs``: every removal,
-    then every addition (a rewritten document is both, under one rowid)."""
-    removed = [(c.rowid, (c.old,)) for c in changes if c.old is not None]
-    added = [(c.rowid, (c.new,)) for c in changes if c.new is not None]
+    rows: list[tuple[int, Row]] = [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
     delete = f"INSERT INTO {EXACT}({EXACT}, rowid, words) SELECT 'delete', {_EXACT_JSON}"
-    for chunk in _chunks(removed):
+    for chunk in _chunks([(rowid, (exact_text(row),)) for rowid, row in rows]):
         conn.execute(delete, (as_json(chunk),))
-    for chunk in _chunks(added):
-        conn.execute(f"INSERT INTO {EXACT}(rowid, words) SELECT {_EXACT_JSON}", (as_json(chunk),))
+    return rows
 
 
 def insert_doc(conn: sqlite3.Connection, file_id: int, doc: Document) -> None:
-    """Index ``doc`` in both tables on one connection that sees both (the exact index
-    attached): for tests and tools; the store writes the two in parallel instead."""
-    insert(conn, [(file_id, doc.row)])
-    apply_exact(conn, [ExactChange(file_id, new=doc.exact)])
+    """Index ``doc`` under ``file_id`` (tests and tools)."""
+    insert(conn, [(file_id, doc.row, doc.exact)])

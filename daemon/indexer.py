@@ -4,10 +4,10 @@ One refresh at a time (a lock), over a scope: every root, or some files and
 directories inside them. A refresh walks the scope (list + stat only), compares what
 ``stat`` says (``Seen.signature``) with the index's metadata, reads only what changed
 (or what the size cap now decides otherwise), and writes in batches of one transaction
-each. Reading the next batch and preparing its column values
-(a worker thread) overlaps with writing the previous one (the writer thread, and the
-exact index's own, see ``exactindex``); SQLite releases the GIL while it works, so they
-proceed in parallel. A refresh that finds nothing changed writes nothing.
+each. Reading the next batch and preparing its column values (a worker thread)
+overlaps with writing the previous one (the writer thread); SQLite releases the GIL
+while it works, so they proceed in parallel. A refresh that finds nothing changed
+writes nothing.
 """
 
 from __future__ import annotations
@@ -95,9 +95,7 @@ class Indexer:
         try:
             await self._write(self.store.optimize)
         except sqlite3.DatabaseError as exc:
-            # The refresh itself is done; a merge that does not fit (a full disk) is
-            # tried again once as many documents have been written once more.
-            self.store.unmerged = 0
+            # The refresh itself is done; the store tries the merge again later.
             log.warning("merging the full-text index failed: %s", exc)
             return
         log.info("merged the full-text index in %.2f s", time.monotonic() - began)
@@ -117,15 +115,6 @@ class Indexer:
         """Refresh ``scope`` (None: every root). ``full`` re-reads unchanged files too."""
         async with self._job:
             started = time.monotonic()
-            if self.store.exact.stale:
-                # Before the scan, so it cannot wait behind a long first index.
-                self.health.progress = ScanProgress(
-                    phase="rebuilding", done=0, total=0, started_at=time.time()
-                )
-                try:
-                    await self._write(self.store.repair_exact)
-                finally:
-                    self.health.progress = None
             progress = ScanProgress(phase="scanning", done=0, total=0, started_at=time.time())
             self.health.progress = progress
             try:
@@ -242,7 +231,7 @@ class Indexer:
         elif total or removed:
             # What this refresh wrote is in the database file when it returns, not
             # moments later (a no-change refresh right after then sees a still file).
-            await self._write(self.store.checkpoints.settle)
+            await self._write(self.store.settle)
         outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, seen, changed, removed, outcome.seconds)
         return outcome

@@ -2,8 +2,8 @@
 
 Porter stems the text of ``docs``: "deprecation" is indexed as "deprec", so the
 prefix ``deprecat*`` run there finds nothing, and ``universi*`` would find "universe"
-(stemmed "univers", like "university"). The exact index (``exactindex``) knows every
-word as written. A prefix term is resolved in two parts when a search runs:
+(stemmed "univers", like "university"). The exact index (``docs_exact``, see
+``schema``) knows every word as written. A prefix term is resolved in two parts when a search runs:
 
 - Ranking and phrases: the words the exact index holds that start with the prefix,
   each as a whole word on ``docs`` (``"deprecation" OR "deprecated"``). Porter stems
@@ -18,9 +18,6 @@ word as written. A prefix term is resolved in two parts when a search runs:
 A prefix held by more than MAX_WORDS words (``a*``) also runs as FTS5's own prefix
 of stems, with the first MAX_WORDS words: stems of words that begin with a short
 prefix begin with it too, and the exactness check still applies.
-
-While the exact index is being rebuilt (``exactindex``), readers do not attach it and
-every prefix runs as FTS5's own prefix of stems: approximate, never an error.
 """
 
 from __future__ import annotations
@@ -32,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from kbindex.daemon import exactindex, tokens
-from kbindex.daemon.exactindex import VOCABULARY
+from kbindex.daemon import tokens
+from kbindex.daemon.schema import VOCABULARY
 from kbindex.daemon.tokens import fts5_string
 
 MAX_WORDS: Final = 64
@@ -81,16 +78,10 @@ class Resolved:
 def resolve(
     conn: sqlite3.Connection, match: str, required: Sequence[str], excluded: Sequence[str]
 ) -> Resolved:
-    """``match`` with its prefix terms expanded (on the exact index, when ``conn`` has
-    it attached), and the exactness checks of the ``required`` and ``excluded`` terms."""
+    """``match`` with its prefix terms expanded on the exact index, and the exactness
+    checks of the ``required`` and ``excluded`` terms."""
     if not (required or excluded or holds_prefix(match)):
         return Resolved(match, None, None)
-    if not exactindex.attached(conn):
-        # Stems only: excluded prefixes leave the expression itself.
-        expanded = _PLACEHOLDER.sub(lambda m: _stem_prefix(m.group(1)), match)
-        if excluded:
-            expanded = f"({expanded}) NOT ({' OR '.join(map(_stem_prefix, excluded))})"
-        return Resolved(expanded, None, None)
     expansions: list[_Expansion] = []
 
     def expand(found: re.Match[str]) -> str:
@@ -106,8 +97,7 @@ def resolve(
         and match == placeholder(required[0])
         and len(tokens.WORD.findall(required[0])) == 1
     )
-    # Both rely on every document of the exact index being in ``docs`` too.
-    if lone and all(e.complete for e in expansions) and exactindex.in_step(conn):
+    if lone and all(e.complete for e in expansions):
         return Resolved(expanded, require, exclude, True, expansions[0].held)
     return Resolved(expanded, require, exclude)
 
@@ -139,11 +129,6 @@ def _expand(conn: sqlite3.Connection, text: str) -> _Expansion:
     if not complete:
         phrases.insert(0, fts5_string(head + last.group()) + "*")
     return _Expansion("(" + " OR ".join(phrases) + ")" if phrases else NOTHING, complete, held)
-
-
-def _stem_prefix(text: str) -> str:
-    """The prefix term ``text`` as FTS5's own prefix of stems."""
-    return fts5_string(text) + "*" if tokens.WORD.search(text) else NOTHING
 
 
 def _exact(text: str) -> str:

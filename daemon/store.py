@@ -18,101 +18,23 @@ import os
 import queue
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, wait
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon import documents, exactindex
+from kbindex.daemon import documents, schema
 from kbindex.daemon.checkpointer import Checkpointer
-from kbindex.daemon.documents import IN_JSON, ExactChange, as_json
+from kbindex.daemon.documents import IN_JSON, as_json
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.textfile import Loaded, Skipped
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 4
-TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
-EXACT_TOKENIZER: Final = exactindex.TOKENIZER
 KEPT_COPIES: Final = 3
 WAL_LIMIT_BYTES: Final = 16 << 20
 OPTIMIZE_MIN_WRITTEN: Final = 1000
-
-_SCHEMA_V1: Final = f"""
-CREATE TABLE files(
-    id INTEGER PRIMARY KEY,
-    path TEXT NOT NULL UNIQUE,
-    root TEXT NOT NULL,
-    relpath TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    indexed_at REAL NOT NULL,
-    encoding TEXT,
-    skip_reason TEXT,
-    skip_detail TEXT
-);
-CREATE INDEX files_root_relpath ON files(root, relpath);
-CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}');
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    name, title, body, content='docs', tokenize='{EXACT_TOKENIZER}'
-);
-"""
-# docs_exact: the same text without stemming, for prefix queries (with porter, a
-# prefix runs against stems: "deprecat*" misses "deprecation", stemmed "deprec").
-# It borrows its text from docs (external content), so it adds only an inverted index.
-
-_SCHEMA_V2: Final = f"""
-DROP TABLE IF EXISTS docs_exact;
-DROP TABLE docs;
-DELETE FROM files;
-CREATE VIRTUAL TABLE docs USING fts5(
-    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
-);
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    name, title, body, subwords, grams, content='docs', tokenize='{EXACT_TOKENIZER}'
-);
-"""
-# v2 adds two derived columns (daemon/tokens.py, written by daemon/documents.py):
-# subwords (camelCase parts and joined snake_case forms of identifiers) and grams
-# (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
-
-_SCHEMA_V3: Final = f"""
-INSERT INTO docs(docs, rank) VALUES ('hashsize', {exactindex.FTS_HASH_BYTES});
-INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
-DROP TABLE docs_exact;
-{exactindex.META_SQL.format(schema="main")}
-"""
-# v3 keeps the text and the stemmed index (no re-index) and changes how they are written:
-# - hashsize: with the default 1 MB, FTS5 flushed a new segment for every megabyte of
-#   pending index data, several per batch, and a full index spent most of its time
-#   merging them again (inserts for the 205 MB bench corpus: 17.1 s, 8.4 s at 16 MB;
-#   bigger gained nothing). The memory is held only while a batch is written.
-# - automerge 16 (default 4): segments merge in larger, rarer steps (about 4 s less
-#   per full index); the segments left over are merged by ``optimize`` (below).
-# - docs_exact moves to a file of its own (``exactindex``), written in parallel; it is
-#   rebuilt there from the stored text on first open. ``meta.writes`` is the counter
-#   that keeps the two files in step.
-
-_SCHEMA_V4: Final = """
-ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE files ADD COLUMN ino INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE files ADD COLUMN dev INTEGER NOT NULL DEFAULT 0;
-"""
-# v4 records what git's index compares besides size and mtime (``Seen.signature``). The
-# zeros of existing rows never match a real file, so the next scan re-reads each once.
-
-# Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
-# altered in place, so migrations that change it drop it and forget the files'
-# metadata: the next scan re-reads everything.
-MIGRATIONS: Final[dict[int, str]] = {
-    1: _SCHEMA_V1,
-    2: _SCHEMA_V2,
-    3: _SCHEMA_V3,
-    4: _SCHEMA_V4,
-}
 
 
 class IndexUnusable(Exception):
@@ -185,9 +107,8 @@ def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
 class Store:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self.exact = exactindex.ExactIndex(db_path)
-        self.checkpoints = Checkpointer((db_path, self.exact.path))
-        """Copies both write-ahead logs into their files, beside the writer."""
+        self.checkpoints = Checkpointer(db_path)
+        """Copies the write-ahead log into the file, beside the writer."""
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
@@ -208,39 +129,15 @@ class Store:
     def open(self) -> None:
         """Open (creating or migrating) the database; rebuild it if it is unusable."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _delete_files(legacy_exact_path(self.db_path))
         try:
             self._writer = self._open_checked()
-            self._open_exact()
         except IndexUnusable as exc:
             self._close_writer()
             kept = self._move_aside()
             self.recovered = f"{exc}; the old file was kept as {kept}"
             log.warning("index database unusable (%s): moved to %s, rebuilding", exc, kept)
             self._writer = self._open_checked()
-            self._open_exact()
-
-    def _open_exact(self) -> None:
-        """Open the exact index; one that needs a rebuild gets it from ``repair_exact``,
-        once the daemon serves (at once when there is nothing to copy: a new index)."""
-        self.exact.open(self.writer)
-        empty = self.writer.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None
-        if self.exact.stale and empty:
-            self.exact.rebuild(self.writer)
-
-    def repair_exact(self) -> bool:
-        """Rebuild the exact index from the stored text if it is stale (True if it
-        was). Call with no write in progress (the indexer's lock). Readers attached to
-        the old file are replaced: the rebuild writes a new one."""
-        if not self.exact.stale:
-            return False
-        self.checkpoints.settle()  # the rebuild deletes the file
-        began = time.monotonic()
-        log.info("rebuilding the unstemmed index; prefix search is approximate until done")
-        self.exact.rebuild(self.writer)
-        self.checkpoints.wrote()
-        self.generation += 1
-        log.info("rebuilt the unstemmed index in %.2f s", time.monotonic() - began)
-        return True
 
     def _close_writer(self) -> None:
         if self._writer is not None:
@@ -262,11 +159,12 @@ class Store:
             if check is None or check[0] != "ok":
                 raise IndexUnusable(f"quick_check failed: {check[0] if check else 'no answer'}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
+            if version > schema.SCHEMA_VERSION:
                 raise IndexUnusable(
-                    f"schema version {version} is newer than this kbindexd ({SCHEMA_VERSION})"
+                    f"schema version {version} is newer than this kbindexd"
+                    f" ({schema.SCHEMA_VERSION})"
                 )
-            self._migrate(conn, version)
+            schema.migrate(conn)
             # quick_check checks structure, not text: a damaged byte inside a path
             # would fail every status request later. Decoding them all now is cheap
             # (about 50 ms per 100,000 files).
@@ -276,25 +174,9 @@ class Store:
             raise IndexUnusable(str(exc)) from None
         return conn
 
-    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            log.info("migrating index schema to version %d", target)
-            try:
-                script = MIGRATIONS[target]
-                conn.executescript(
-                    f"BEGIN IMMEDIATE; {script}; PRAGMA user_version = {target}; COMMIT;"
-                )
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
     def _move_aside(self) -> Path:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{os.getpid()}")
-        # The exact index is derived from this file's text: no copy is worth keeping.
-        self.exact.close()
-        self.exact.delete_files()
         for suffix in ("", "-wal", "-shm"):
             src = Path(f"{self.db_path}{suffix}")
             if src.exists():
@@ -319,31 +201,16 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One write transaction, in both files: the exact index commits first, then
-        the main file, each recording the main file's new write counter.
-
-        Trigger: SQLite ends a transaction itself on some errors (a full disk); Why
-        the ``in_transaction`` checks: a ROLLBACK then fails and would hide the real
-        error. A main commit that fails after the exact one leaves the exact index a
-        write ahead: it is marked stale and rebuilt before the next write."""
-        conn, exact = self.writer, self.exact
-        self.repair_exact()
-        self.checkpoints.before_write((conn, exact.conn))
+        """One write transaction. SQLite ends a transaction itself on some errors (a
+        full disk): then a ROLLBACK fails and would hide the real error, hence the
+        ``in_transaction`` check."""
+        conn = self.writer
+        self.checkpoints.before_write(conn)
         conn.execute("BEGIN IMMEDIATE")
-        exact_committed = False
         try:
-            exact.begin()
             yield
-            counter = exactindex.writes(conn) + 1
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'writes'", (counter,))
-            exact.commit(counter)
-            exact_committed = True
             conn.execute("COMMIT")
         except BaseException:
-            if exact_committed:
-                exact.stale = True
-            else:
-                exact.rollback()
             if conn.in_transaction:
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
@@ -363,7 +230,6 @@ class Store:
         self.recovered = f"{reason}; the old file was kept as {kept}"
         log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
         self._writer = self._open_checked()
-        self._open_exact()
         return kept
 
     def checkpoint(self) -> None:
@@ -373,13 +239,15 @@ class Store:
         self.checkpoints.settle()  # a checkpoint running elsewhere would make this one fail
         with suppress(sqlite3.Error):
             self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.exact.checkpoint()
 
-    def _drop(self, conn: sqlite3.Connection, ids: Sequence[int], into: list[ExactChange]) -> None:
-        """Remove these documents from ``docs``; what the exact index must remove goes to
-        ``into``."""
-        removed = documents.remove(conn, ids)
-        into += [ExactChange(rowid, old=documents.exact_text(old)) for rowid, old in removed]
+    def settle(self) -> None:
+        """Wait until what was committed is in the database file (no background
+        checkpoint running or queued)."""
+        self.checkpoints.settle()
+
+    def _drop(self, conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+        """Remove these documents from both full-text tables."""
+        documents.remove(conn, ids)
         self.unmerged += len(ids)
 
     @property
@@ -406,14 +274,16 @@ class Store:
         return self.unmerged >= int(files) // 4
 
     def optimize(self) -> None:
-        """Merge each full-text table into one segment, dropping what deletes left."""
-        with self._transaction():
-            _together(self.exact.optimize(), self._optimize_stemmed)
-        self.unmerged = 0
+        """Merge each full-text table into one segment, dropping what deletes left. A
+        merge that fails (a full disk) is tried again once as many documents have been
+        written once more."""
+        try:
+            with self._transaction():
+                for table in (documents.STEMMED, documents.EXACT):
+                    self.writer.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        finally:
+            self.unmerged = 0
         self.checkpoint()  # the merged segments would otherwise stay in the WAL
-
-    def _optimize_stemmed(self) -> None:
-        self.writer.execute("INSERT INTO docs(docs) VALUES ('optimize')")
 
     def _close_readers(self) -> None:
         while True:
@@ -428,7 +298,6 @@ class Store:
         # WAL holding the data.
         self.checkpoints.close()
         self._close_readers()
-        self.exact.shutdown()
         if self._writer is not None:
             with suppress(sqlite3.Error):
                 self._writer.execute("PRAGMA optimize")
@@ -453,8 +322,6 @@ class Store:
             except queue.Empty:
                 generation = self.generation
                 conn = _connect(self.db_path, readonly=True)
-                if self.exact.usable:  # until then prefixes run without it (``prefixes``)
-                    exactindex.attach(conn, self.db_path)
                 break
             if generation == self.generation:
                 break
@@ -497,7 +364,6 @@ class Store:
         if old == new:
             return 0
         conn = self.writer
-        changes: list[ExactChange] = []
         with self._transaction():
             rows = conn.execute(
                 f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
@@ -506,7 +372,7 @@ class Store:
                 moving = {file_id for file_id, _ in rows}
                 there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
                 replaced = [i for (i,) in there.fetchall() if i not in moving]
-                self._drop(conn, replaced, changes)
+                self._drop(conn, replaced)
                 conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
                 start = len(new_root) + 1
                 moved = {file_id: new + path[len(old) :] for file_id, path in rows}
@@ -519,37 +385,30 @@ class Store:
                 # searches for a file's name): re-indexed from the stored text, never
                 # from the file. Skipped files have no document.
                 renamed = []
-                for rowid, before in documents.remove(conn, list(moved)):
-                    _, title, body, *_ = before
-                    after, words = documents.row_and_words(moved[rowid][start:], title, body)
-                    renamed.append((rowid, after))
-                    changes.append(ExactChange(rowid, old=documents.exact_text(before), new=words))
+                for rowid, (_, title, body, *_) in documents.remove(conn, list(moved)):
+                    renamed.append(
+                        (rowid, *documents.row_and_words(moved[rowid][start:], title, body))
+                    )
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
-            self.exact.apply(changes)
         return len(rows)
 
     def remove_root(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
-        changes: list[ExactChange] = []
         with self._transaction():
             ids = conn.execute("SELECT id FROM files WHERE root = ?", (root,)).fetchall()
-            self._drop(conn, [i for (i,) in ids], changes)
+            self._drop(conn, [i for (i,) in ids])
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
-            self.exact.apply(changes)
         return int(removed)
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
         """Write one batch in one transaction: first the files rows and the removal of
-        old documents, then the new documents, into ``docs`` in this thread while the
-        exact index takes its share in its own. Each step is one statement for the
-        whole batch (see ``documents``: per-row statements wait on the GIL)."""
+        old documents, then the new documents. Each step is one statement for the whole
+        batch (see ``documents``: per-row statements wait on the GIL)."""
         conn = self.writer
         now = time.time()
         latest = {seen.path: (seen, given) for seen, given in updates}  # a path once
-        changes: list[ExactChange] = []
-        added: list[tuple[int, documents.Row]] = []
         with self._transaction():
             known: dict[str, int] = dict(
                 conn.execute(
@@ -558,7 +417,7 @@ class Store:
                 )
             )
             gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
-            self._drop(conn, [*gone, *(known[p] for p in latest if p in known)], changes)
+            self._drop(conn, [*gone, *(known[p] for p in latest if p in known)])
             conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
@@ -609,13 +468,8 @@ class Store:
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
-            added = [(ids[path], doc.row) for path, doc in texts.items()]
-            self.unmerged += len(added)
-            changes += [ExactChange(ids[path], new=doc.exact) for path, doc in texts.items()]
-            _together(
-                self.exact.submit(changes),
-                partial(documents.insert, conn, added),
-            )
+            documents.insert(conn, [(ids[p], doc.row, doc.exact) for p, doc in texts.items()])
+            self.unmerged += len(texts)
 
     def indexed_count(self) -> int:
         with self.reader() as conn:
@@ -627,22 +481,20 @@ class Store:
 
 
 def disk_bytes(db_path: Path) -> tuple[int, int]:
-    """Bytes on disk of the index at ``db_path``: its database files (the main file and
-    the exact index beside it) and their write-ahead logs. A file not there counts 0."""
+    """Bytes on disk of the index at ``db_path``: the database file and its write-ahead
+    log (0 for one that is not there)."""
     sizes = [0, 0]
-    for path in (db_path, exactindex.path_for(db_path)):
-        for i, suffix in enumerate(("", "-wal")):
-            with suppress(OSError):
-                sizes[i] += os.stat(f"{path}{suffix}").st_size
+    for i, suffix in enumerate(("", "-wal")):
+        with suppress(OSError):
+            sizes[i] = os.stat(f"{db_path}{suffix}").st_size
     return sizes[0], sizes[1]
 
 
-def _together(elsewhere: Future[None], here: Callable[[], None]) -> None:
-    """Run ``here`` while ``elsewhere`` runs in the exact index's thread; return once
-    both are done (never leaving that thread working inside a transaction the caller
-    is about to end), raising the first error."""
-    try:
-        here()
-    finally:
-        wait([elsewhere])
-    elsewhere.result()
+def legacy_exact_path(db_path: Path) -> Path:
+    """Where schema v3 and v4 kept the unstemmed index: ``index-exact.sqlite3``."""
+    return db_path.with_name(f"{db_path.stem}-exact{db_path.suffix}")
+
+
+def _delete_files(db_path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)

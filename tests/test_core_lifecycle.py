@@ -147,22 +147,6 @@ async def test_unusable_index_is_kept_aside_and_rebuilt(
     assert await d.search_paths("survivor") == ["a.md"]
 
 
-@pytest.mark.slow
-async def test_a_lost_unstemmed_index_is_rebuilt_while_the_daemon_serves(
-    make_daemon: MakeDaemon,
-) -> None:
-    d = make_daemon()
-    write(d.root / "a.md", "deprecation notice\n")
-    await d.start()
-    d.stop()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{d.state_dir}/index-exact.sqlite3{suffix}").unlink(missing_ok=True)
-    await d.start()  # serving, and the first scan done: the rebuild came before it
-    assert await d.search_paths("deprecat*") == ["a.md"]
-    assert "rebuilt the unstemmed index" in d.log()
-    assert (d.state_dir / "index-exact.sqlite3").exists()
-
-
 async def test_kbctl_commands(daemon: Daemon) -> None:
     write(daemon.root / "guide.md", "# Guide\n\nfirst line\nthe needle line\n")
     r = daemon.kbctl("reindex", "--wait")

@@ -9,10 +9,9 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import exactindex, searcher
+from kbindex.daemon import schema, searcher
 from kbindex.daemon.documents import insert_doc, prepare
 from kbindex.daemon.query import BadQuery, compile_query, parse
-from kbindex.daemon.store import MIGRATIONS
 from kbindex.daemon.textfile import Loaded, decode
 
 
@@ -20,10 +19,7 @@ from kbindex.daemon.textfile import Loaded, decode
 def fts() -> Iterator[sqlite3.Connection]:
     """The full-text tables as the store's migrations create them, with two documents."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    for version in sorted(MIGRATIONS):
-        conn.executescript(MIGRATIONS[version])
-    conn.execute(f"ATTACH ':memory:' AS {exactindex.ATTACH_AS}")
-    exactindex.create(conn, exactindex.ATTACH_AS)
+    schema.create(conn)
     for rowid, (name, text) in enumerate(
         [("a.md", "# Alpha\nthe quick brown fox"), ("b.md", "lazy dogs AND cats")], start=1
     ):

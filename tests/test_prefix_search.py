@@ -8,11 +8,8 @@ search them through its reader pool, as the daemon does.
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
-
 from conftest import note
-from kbindex.daemon import exactindex, prefixes, searcher
+from kbindex.daemon import prefixes, searcher
 from kbindex.daemon.query import compile_query
 from kbindex.daemon.store import Store
 
@@ -80,35 +77,6 @@ def test_a_prefix_no_word_starts_with_matches_nothing_and_falls_back(store: Stor
     assert result.mode == "any" and [h.relpath for h in result.hits] == ["a.md"]
 
 
-def test_an_exact_file_in_the_old_layout_is_rebuilt(tmp_path: Path) -> None:
-    """The exact file used to index five positional columns; one left by an older
-    kbindexd (its counter still matching) is rebuilt from the stored text, after the
-    store opens: searches meanwhile run without it."""
-    db = tmp_path / "index.sqlite3"
-    s = Store(db)
-    s.open()
-    add(s, old="deprecation of the old layout")
-    s.close()
-    conn = sqlite3.connect(exactindex.path_for(db))
-    conn.executescript(
-        "DROP TABLE docs_exact_words; DROP TABLE docs_exact;"
-        " CREATE VIRTUAL TABLE docs_exact USING fts5("
-        "name, title, body, subwords, grams, content='', tokenize='unicode61');"
-    )
-    conn.close()
-    s = Store(db)
-    s.open()
-    try:
-        assert not s.exact.usable  # not attached: prefixes are prefixes of stems
-        assert found(s, "deprecat*") == []  # "deprecation" is indexed as "deprec"
-        assert found(s, "deprec* -layou*") == []
-        assert s.repair_exact()
-        assert exactindex.layout(s.exact.conn) == exactindex.COLUMNS
-        assert found(s, "deprecat*") == ["old.md"]
-    finally:
-        s.close()
-
-
 def test_a_prefix_counts_only_its_own_words_beyond_the_first_page(store: Store) -> None:
     # The count decides whether the exactness check may be skipped while ranking:
     # stem-mates ("universe") must be neither counted nor listed, with or without
@@ -126,18 +94,3 @@ def test_a_prefix_counts_only_its_own_words_beyond_the_first_page(store: Store) 
     assert filtered.total == 10 and {h.relpath for h in filtered.hits} == {
         f"campus{i:02d}.md" for i in range(10)
     }
-
-
-def test_the_shortcuts_wait_for_the_two_files_to_be_in_step(store: Store) -> None:
-    # The exact file commits first: a search can begin between the two commits and
-    # see it a batch ahead. The count on it alone, and the bound from its word
-    # counts, assume every document it holds is in the main file: not used then.
-    add(store, cosmos="the universe is wide", campus="the university campus is wide")
-    with store.reader() as conn:
-        assert prefixes.resolve(conn, prefixes.placeholder("universi"), ["universi"], []).held
-    store.exact.conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'writes'")
-    with store.reader() as conn:
-        resolved = prefixes.resolve(conn, prefixes.placeholder("universi"), ["universi"], [])
-        assert not resolved.counted_by_require and not resolved.held
-        assert resolved.require is not None  # the exactness check itself stays
-    assert found(store, "universi*") == ["campus.md"]

@@ -17,7 +17,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import documents, exactindex, searcher, store
+from kbindex.daemon import documents, schema, searcher
 from kbindex.daemon.query import compile_query
 from kbindex.daemon.scanner import Seen
 from kbindex.daemon.store import Store
@@ -275,10 +275,7 @@ async def test_natural_language_never_empty_for_one_missing_word(daemon: Daemon)
 def tables() -> Iterator[sqlite3.Connection]:
     """Both full-text tables as the store creates them, holding a few documents."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    for version in sorted(store.MIGRATIONS):
-        conn.executescript(store.MIGRATIONS[version])
-    conn.execute(f"ATTACH ':memory:' AS {exactindex.ATTACH_AS}")
-    exactindex.create(conn, exactindex.ATTACH_AS)
+    schema.create(conn)
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
@@ -308,7 +305,7 @@ def test_no_mixed_input_raises(tables: sqlite3.Connection, pieces: list[str], mo
 def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
     db = tmp_path / "index.sqlite3"
     conn = sqlite3.connect(db)
-    conn.executescript(store.MIGRATIONS[1] + "PRAGMA user_version = 1;")
+    conn.executescript(schema.MIGRATIONS[1] + "PRAGMA user_version = 1;")
     conn.execute(
         "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
         " VALUES ('/r/a.md', '/r', 'a.md', 1, 1, 0)"
@@ -319,7 +316,7 @@ def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
     s = Store(db)
     s.open()
     try:
-        assert s.writer.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION
+        assert s.writer.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         # Forgotten, so the next scan reads every file again into the new columns.
         assert s.writer.execute("SELECT count(*) FROM files").fetchone()[0] == 0
         columns = [r[1] for r in s.writer.execute("PRAGMA table_info(docs)")]
@@ -331,7 +328,7 @@ def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
 def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
     s = Store(tmp_path / "index.sqlite3")
     s.open()
-    tables = ((s.writer, "docs"), (s.exact.conn, "docs_exact"))
+    tables = ((s.writer, "docs"), (s.writer, "docs_exact"))
 
     def check(expr: str, expected: int) -> None:
         for conn, table in tables:
@@ -344,7 +341,7 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         seen = Seen(path="/r/a.py", root="/r", relpath="a.py", size=len(text), mtime_ns=1)
         s.apply([(seen, decode(text.encode(), len(text), 1))], [])
         assert s.move("/r/a.py", "/r/renamed/moved.py", "/r") == 1
-        with s.reader() as conn:  # the exact index is attached to readers
+        with s.reader() as conn:
             found = conn.execute(
                 "SELECT f.relpath FROM docs_exact d JOIN files f ON f.id = d.rowid"
                 " WHERE docs_exact MATCH 'moved AND http* AND 東京'"

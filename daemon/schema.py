@@ -1,0 +1,136 @@
+"""The index's tables, and the migrations that bring an older file up to date.
+
+One SQLite file holds everything:
+
+- ``files``: every file a scan found, indexed or skipped, with what ``stat`` said of it
+  when it was read (``scanner.Seen.signature``) and why it was skipped, if it was.
+- ``docs``: the text of each indexed file (stored once) and its stemmed full-text
+  index, one row per ``files`` row (same rowid); columns as in ``documents.COLUMNS``.
+- ``docs_exact``: the same words unstemmed, for prefix queries (porter indexes
+  "deprecation" as "deprec", so ``deprecat*`` on ``docs`` would miss it). It is
+  contentless and keeps no positions (``detail=none``): it only says which document
+  holds which word as written; ``VOCABULARY`` lists its words with their counts.
+
+Migration N takes a database at ``user_version`` N-1 to N. An FTS5 table cannot be
+altered in place, so migrations that change one drop it and forget the files'
+metadata: the next scan reads every file again (the files are the truth).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from typing import Final
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 5
+TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
+EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
+VOCABULARY: Final = "docs_exact_words"
+"""Every word of ``docs_exact`` with the number of documents holding it (fts5vocab)."""
+FTS_HASH_BYTES: Final = 16 << 20
+"""Pending index data an FTS5 table holds in memory before it writes a segment (v3)."""
+
+_V1: Final = f"""
+CREATE TABLE files(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    root TEXT NOT NULL,
+    relpath TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    indexed_at REAL NOT NULL,
+    encoding TEXT,
+    skip_reason TEXT,
+    skip_detail TEXT
+);
+CREATE INDEX files_root_relpath ON files(root, relpath);
+CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    name, title, body, content='docs', tokenize='{EXACT_TOKENIZER}'
+);
+"""
+
+_V2: Final = f"""
+DROP TABLE IF EXISTS docs_exact;
+DROP TABLE docs;
+DELETE FROM files;
+CREATE VIRTUAL TABLE docs USING fts5(
+    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
+);
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    name, title, body, subwords, grams, content='docs', tokenize='{EXACT_TOKENIZER}'
+);
+"""
+# v2 adds two derived columns (daemon/tokens.py, written by daemon/documents.py):
+# subwords (camelCase parts and joined snake_case forms of identifiers) and grams
+# (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
+
+_V3: Final = f"""
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
+DROP TABLE docs_exact;
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('writes', 0);
+"""
+# v3: a larger hashsize (fewer segments flushed and merged again during a full index)
+# and automerge 16 (larger, rarer merges; ``Store.optimize`` merges what is left).
+# docs_exact moved to a second file (undone by v5).
+
+_V4: Final = """
+ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN ino INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE files ADD COLUMN dev INTEGER NOT NULL DEFAULT 0;
+"""
+# v4 records what git's index compares besides size and mtime (``Seen.signature``). The
+# zeros of existing rows never match a real file, so the next scan re-reads each once.
+
+_V5: Final = f"""
+DROP TABLE IF EXISTS meta;
+DROP TABLE docs;
+DELETE FROM files;
+CREATE VIRTUAL TABLE docs USING fts5(
+    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
+);
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab(docs_exact, 'row');
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+"""
+# v5 brings docs_exact back into this file, written by the one writer in the same
+# transaction as docs: no second file to keep in step, repair or attach. The old file
+# (``LEGACY_EXACT_FILE``) is deleted on open; v4 already had every file read again.
+
+LEGACY_EXACT_SUFFIX: Final = "-exact"
+"""``index.sqlite3`` had ``index-exact.sqlite3`` beside it from v3 to v4."""
+
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Bring an empty database to the current schema (tests and tools; ``migrate`` does
+    the same for the daemon, one committed step at a time)."""
+    for version in sorted(MIGRATIONS):
+        conn.executescript(MIGRATIONS[version])
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database on ``conn`` (no transaction open) to SCHEMA_VERSION, one
+    transaction per step. The caller has checked the version is not newer."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        log.info("migrating index schema to version %d", target)
+        try:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {MIGRATIONS[target]}; PRAGMA user_version = {target}; COMMIT;"
+            )
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
