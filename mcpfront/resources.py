@@ -7,7 +7,7 @@ enforces "inside the roots"; the front end never opens a file itself.
 
 resources/list stays empty on purpose: an index can hold a hundred thousand files and the
 protocol offers no filter, so files are discovered with the search and find_files tools
-(whose results carry each file's URI) and read through the template.
+(search results carry each file's URI) and read through the template.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ TEMPLATE: Final = types.ResourceTemplate(
     uri_template=URI_PREFIX + "{+path}",
     description=(
         "A file from the kbindex index, by absolute path without the leading slash "
-        "(kbindex://file/home/me/notes/todo.md). search and find_files results carry "
-        "each file's URI."
+        "(kbindex://file/home/me/notes/todo.md). search results carry each file's URI."
     ),
 )
 

@@ -13,6 +13,9 @@ from typing import Any, Final
 import mcp_types as types
 from kbindex.proto.messages import MAX_LIMIT, MIN_LIMIT
 
+FIND_LIMIT: Final = 50
+MAX_FIND_LIMIT: Final = 200
+
 _NULLABLE_STR: Final = {"type": ["string", "null"]}
 _TIME: Final = {"type": ["string", "null"], "description": "ISO 8601 UTC time, or null."}
 _NOTES: Final = {
@@ -298,8 +301,8 @@ FIND_FILES: Final = types.Tool(
             "limit": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": 500,
-                "default": 100,
+                "maximum": MAX_FIND_LIMIT,
+                "default": FIND_LIMIT,
                 "description": "Maximum number of files to list.",
             },
         },
@@ -307,7 +310,16 @@ FIND_FILES: Final = types.Tool(
     output_schema=_object(
         {
             "glob": {"type": "string"},
-            "files": {"type": "array", "items": _object(dict(_FILE_FIELDS))},
+            "files": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "path": _FILE_FIELDS["path"],
+                        "size": _FILE_FIELDS["size"],
+                        "last_modified": _TIME,
+                    }
+                ),
+            },
             "returned": {"type": "integer"},
             "total": {"type": "integer", "description": "Matching files in the index."},
             "truncated": {"type": "boolean"},
