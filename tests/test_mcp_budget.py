@@ -8,13 +8,76 @@ from __future__ import annotations
 import json
 import re
 
+import anyio
 import mcp_types as types
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from conftest import Daemon, write
 from kbindex.mcpfront.results import BUDGET
-from mcp_helpers import mcp_stdio, response_size, structured, text
+from mcp_helpers import FRONT_END, front_end_env, mcp_stdio, response_size, structured, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+TOOLS_LIST_BUDGET = 6000
+
+
+async def _raw_tools_list(socket: str) -> str:
+    """The tools/list response exactly as the front end writes it on stdout: the size a
+    client (and the model it feeds) receives, not a re-serialisation by the SDK."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "budget-test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    command = [FRONT_END, "--socket", socket]
+    async with await anyio.open_process(command, env=front_end_env()) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in messages).encode())
+        lines = BufferedByteReceiveStream(proc.stdout)
+        try:
+            with anyio.fail_after(20):
+                while True:
+                    line = (await lines.receive_until(b"\n", 1 << 20)).decode()
+                    if json.loads(line).get("id") == 2:
+                        return line
+        finally:
+            await proc.stdin.aclose()
+            with anyio.fail_after(20, shield=True):
+                await proc.wait()
+
+
+async def test_tools_list_fits_its_budget(daemon: Daemon) -> None:
+    line = await _raw_tools_list(str(daemon.socket))
+    tools = json.loads(line)["result"]["tools"]
+    assert [t["name"] for t in tools] == [
+        "search",
+        "get_index_stats",
+        "refresh_index",
+        "read_file",
+        "find_files",
+    ]
+    assert len(line) < TOOLS_LIST_BUDGET, f"tools/list is {len(line)} characters"
+    # The newest protocol revision adds the server's info to every result: still within.
+    async with mcp_stdio(daemon.socket) as client:
+        listed = (await client.list_tools()).model_dump_json(by_alias=True, exclude_none=True)
+    assert len(listed) < TOOLS_LIST_BUDGET, f"tools/list is {len(listed)} characters"
+    for tool in tools:
+        # Smaller, not poorer: every tool keeps its description, hints and both schemas.
+        assert len(tool["description"]) > 80
+        assert tool["annotations"]["readOnlyHint"] is (tool["name"] != "refresh_index")
+        assert tool["annotations"]["destructiveHint"] is False
+        assert tool["inputSchema"]["type"] == "object"
+        assert tool["outputSchema"]["type"] == "object"
+        assert tool["outputSchema"]["properties"]
 
 
 async def test_resource_read_is_bounded_and_says_how_to_read_on(daemon: Daemon) -> None:
