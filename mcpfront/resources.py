@@ -7,21 +7,22 @@ enforces "inside the roots"; the front end never opens a file itself.
 
 resources/list stays empty on purpose: an index can hold a hundred thousand files and the
 protocol offers no filter, so files are discovered with the search and find_files tools
-(whose results carry each file's URI) and read through the template.
+(search results carry each file's URI) and read through the template.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import mimetypes
 import posixpath
-from typing import Final
+from typing import Any, Final
 from urllib.parse import unquote
 
 import mcp_types as types
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
-from kbindex.mcpfront.results import URI_PREFIX, split_numbered
+from kbindex.mcpfront.results import URI_PREFIX, read_file
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import ErrorCode
 from mcp.shared.exceptions import MCPError
@@ -35,8 +36,7 @@ TEMPLATE: Final = types.ResourceTemplate(
     uri_template=URI_PREFIX + "{+path}",
     description=(
         "A file from the kbindex index, by absolute path without the leading slash "
-        "(kbindex://file/home/me/notes/todo.md). search and find_files results carry "
-        "each file's URI."
+        "(kbindex://file/home/me/notes/todo.md). search results carry each file's URI."
     ),
 )
 
@@ -127,19 +127,39 @@ async def read(backend: Backend, uri: str) -> types.ReadResourceResult:
         raise MCPError(code=code, message=describe(exc, subject=path)) from None
     except Exception as exc:
         raise MCPError(code=types.INTERNAL_ERROR, message=describe(exc, subject=path)) from None
-    _, lines = split_numbered(reply)
-    # The daemon caps a read (200 000 characters): say so rather than pass off a part as
-    # the whole file. Line endings come back as "\n" and the final newline is dropped.
-    meta = {"total_lines": reply.total_lines, "truncated": reply.truncated}
+    # The same piece the read_file tool returns (results.BUDGET), so a resource costs an
+    # agent no more than the tool; the text ends with the exact call that reads on.
+    part, _ = read_file(reply, [])
+    text = part["text"]
+    if part["truncated"]:
+        text += "\n" + continuation(part)
+    meta = {
+        "total_lines": reply.total_lines,
+        "end_line": part["end_line"],
+        "truncated": part["truncated"],
+        "next_start_line": part["next_start_line"],
+    }
     return types.ReadResourceResult(
         contents=[
             types.TextResourceContents(
-                uri=uri, mime_type=mime_type(reply.path), text="\n".join(lines), _meta=meta
+                uri=uri, mime_type=mime_type(reply.path), text=text, _meta=meta
             )
         ],
         # Files change under the index: a client must not serve a cached copy.
         ttl_ms=0,
     )
+
+
+def continuation(part: dict[str, Any]) -> str:
+    """The line that ends a truncated resource read: where it stopped and how to go on."""
+    first, last = part["start_line"], part["end_line"]
+    shown = f"lines {first}-{last}" if last >= first else f"line {first} is too long to show"
+    head = f"[kbindex: truncated, {shown} of {part['total_lines']}"
+    nxt = part["next_start_line"]
+    if nxt is None:
+        return head + ".]"
+    path = json.dumps(part["path"], ensure_ascii=False)
+    return f"{head}; read on with read_file(path={path}, start_line={nxt}).]"
 
 
 def templates() -> types.ListResourceTemplatesResult:

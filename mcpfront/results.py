@@ -353,31 +353,38 @@ def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], s
 
 
 def _file(info: FileInfo) -> dict[str, Any]:
-    return {
-        "path": info.path,
-        "relpath": info.relpath,
-        "root": info.root,
-        "size": info.size,
-        "last_modified": iso(info.last_modified),
-        "uri": file_uri(info.path),
-    }
+    # Only what cannot be derived: relpath, root and the URI all follow from the path (the
+    # URI is kbindex://file + path), and repeating them fit a third as many files.
+    return {"path": info.path, "size": info.size, "last_modified": iso(info.last_modified)}
 
 
-def find_files(reply: FindFilesReply, glob: str, notes: list[str]) -> tuple[dict[str, Any], str]:
+def find_files(
+    reply: FindFilesReply, glob: str, limit: int, max_limit: int, notes: list[str]
+) -> tuple[dict[str, Any], str]:
+    """A listing within budget; the text names each root once, then paths relative to it."""
     files: list[dict[str, Any]] = []
     lines: list[str] = []
     used_json = used_text = 0
+    # Room is left for the frame (counts, glob, notes) so the whole answer fits.
+    room = BUDGET - 500
+    root = None
     for info in reply.files:
         item = _file(info)
-        line = f"{info.path}  ({human_size(info.size)}, modified {item['last_modified'][:10]})"
+        line = f"  {info.relpath}  {human_size(info.size)}  {item['last_modified'][:10]}"
+        if info.root != root:
+            line = f"{info.root.rstrip('/')}/\n{line}"
         cost_json, cost_text = _size(item), len(line) + 1
-        if files and (used_json + cost_json > BUDGET or used_text + cost_text > BUDGET):
+        if files and (used_json + cost_json > room or used_text + cost_text > room):
             break
         files.append(item)
         lines.append(line)
+        root = info.root
         used_json += cost_json
         used_text += cost_text
+    omitted = len(reply.files) - len(files)
     truncated = reply.truncated or len(files) < reply.total
+    if omitted:
+        notes = [*notes, f"{omitted} more file(s) left out to keep this answer small."]
     structured = {
         "glob": glob,
         "files": files,
@@ -395,6 +402,9 @@ def find_files(reply: FindFilesReply, glob: str, notes: list[str]) -> tuple[dict
         text_lines = [f"{reply.total} indexed file(s) match {glob!r}, showing {len(files)}:"]
         text_lines.extend(lines)
         if truncated:
-            text_lines.append("More files match: narrow the glob or raise limit.")
+            more = f"{reply.total - len(files)} more: narrow the glob ('docs/', 'docs/*.md')"
+            if not omitted and limit < max_limit:
+                more += f" or raise limit (max {max_limit})"
+            text_lines.append(more + ".")
     _notes(text_lines, notes)
     return structured, "\n".join(text_lines)

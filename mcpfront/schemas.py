@@ -1,9 +1,11 @@
 """Tool definitions as a model sees them: descriptions, input and output JSON Schemas, hints.
 
-Descriptions are written for a model choosing a tool: what it is for, when to use it,
-what comes back and what to call next. Input bounds mirror what the front end accepts
-(it is a little more lenient, see arguments.py). Output schemas are validated by clients
-against the structured content, so they are kept exactly in step with results.py.
+Every client sends tools/list to the model on every turn, so it has a budget (under 6,000
+characters, tests/test_mcp_budget.py). Descriptions say what a tool is for, when to use
+it and what to call next; output schemas give each field's type (clients validate the
+structured content against them, so they are kept exactly in step with results.py) and a
+description only where the name does not say it. Input bounds mirror what the front end
+accepts (it is a little more lenient, see arguments.py).
 """
 
 from __future__ import annotations
@@ -13,314 +15,211 @@ from typing import Any, Final
 import mcp_types as types
 from kbindex.proto.messages import MAX_LIMIT, MIN_LIMIT
 
-_NULLABLE_STR: Final = {"type": ["string", "null"]}
-_TIME: Final = {"type": ["string", "null"], "description": "ISO 8601 UTC time, or null."}
-_NOTES: Final = {
-    "type": "array",
-    "items": {"type": "string"},
-    "description": "Remarks about adjusted or ignored arguments.",
-}
+FIND_LIMIT: Final = 50
+MAX_FIND_LIMIT: Final = 200
+
+_STR: Final = {"type": "string"}
+_INT: Final = {"type": "integer"}
+_NUM: Final = {"type": "number"}
+_BOOL: Final = {"type": "boolean"}
+_TIME: Final = {"type": ["string", "null"]}
+"""ISO 8601 UTC time, or null; the shape of every time in the structured results."""
+_STRINGS: Final = {"type": "array", "items": _STR}
 
 
-def _object(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required if required is not None else list(properties),
-    }
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
 
 
-_FRESHNESS: Final = _object(
-    {
-        "last_scan": _TIME,
-        "scanning": {"type": "boolean"},
-        "pending_changes": {"type": "integer", "description": "File changes not yet indexed."},
-    }
-)
+def _list(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": _object(item)}
 
-_FILE_FIELDS: Final[dict[str, Any]] = {
-    "path": {"type": "string", "description": "Absolute path; pass it to read_file."},
-    "relpath": {"type": "string", "description": "Path relative to its indexed folder."},
-    "root": {"type": "string", "description": "The indexed folder the file is in."},
-    "size": {"type": "integer", "description": "Bytes."},
-    "last_modified": _TIME,
-    "uri": {"type": "string", "description": "Resource URI of the file (kbindex://file/...)."},
-}
 
-_HIT: Final = _object(
-    {
-        **_FILE_FIELDS,
-        "title": {"type": "string", "description": "Document title, if it has one."},
-        "line": {"type": "integer", "description": "1-based line of the best match."},
-        "snippet": {"type": "string", "description": "Matching text, matches in **bold**."},
-        "score": {"type": "number", "description": "Relevance; higher is better."},
-    }
-)
+def _hints(*, read_only: bool = True) -> types.ToolAnnotations:
+    # refresh_index changes only kbindex's own index, never a user file, and running it
+    # twice is harmless: not read-only, but neither destructive nor open-world.
+    return types.ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
+
 
 SEARCH: Final = types.Tool(
     name="search",
-    title="Search the knowledge base",
+    title="Search files",
     description=(
-        "Full-text search of the user's local files (notes, documentation, code) indexed "
-        "by kbindex. Use it whenever the answer may be in the user's own documents. "
-        "Plain words match in any order (every word is required for short queries; longer "
-        "natural-language questions rank files by how many words they contain); "
-        '"quoted phrase" matches exactly, -word excludes, prefix* matches word starts. '
-        "Returns the best files with the line of the best match and a snippet. Narrow with "
-        "path_glob: a folder ('projects/') or a glob ('*.md', 'docs/*.py'), relative to the "
-        "indexed folders. Then read around a hit with read_file(path, start_line=line)."
+        "Full-text search of the user's local files (notes, docs, code). Words match in "
+        'any order (long questions rank by words matched); "a phrase" is exact, -word '
+        "excludes, pre* matches word starts. Returns files with the line of the best "
+        "match and a snippet; then read_file(path, start_line=line-5)."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 2000,
-                "description": 'Words, "phrases", -exclusions or prefix* terms.',
-            },
-            "limit": {
-                "type": "integer",
-                "minimum": MIN_LIMIT,
-                "maximum": MAX_LIMIT,
-                "default": 10,
-                "description": "Maximum number of files to return.",
-            },
+            "query": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "limit": {"type": "integer", "minimum": MIN_LIMIT, "maximum": MAX_LIMIT, "default": 10},
             "path_glob": {
-                **_NULLABLE_STR,
-                "description": "Only files under this folder or matching this glob.",
+                "type": ["string", "null"],
+                "description": "Only under this folder ('notes/') or glob ('docs/*.md').",
             },
         },
         "required": ["query"],
     },
     output_schema=_object(
         {
-            "query": {"type": "string"},
-            "results": {"type": "array", "items": _HIT},
-            "returned": {"type": "integer"},
-            "total_hits": {"type": "integer", "description": "Matching files in the index."},
-            "truncated": {"type": "boolean", "description": "More matches than returned."},
-            "mode": {"type": "string", "description": "How the query was matched (all/any)."},
-            "freshness": _FRESHNESS,
-            "notes": _NOTES,
+            "query": _STR,
+            "results": _list(
+                {
+                    "path": _STR,
+                    "relpath": _STR,
+                    "root": _STR,
+                    "title": _STR,
+                    "line": _INT,
+                    "snippet": _STR,
+                    "score": _NUM,
+                    "last_modified": _TIME,
+                    "size": _INT,
+                    "uri": _STR,
+                }
+            ),
+            "returned": _INT,
+            "total_hits": _INT,
+            "truncated": _BOOL,
+            "mode": _STR,
+            "freshness": _object({"last_scan": _TIME, "scanning": _BOOL, "pending_changes": _INT}),
+            "notes": _STRINGS,
         }
     ),
-    annotations=types.ToolAnnotations(
-        title="Search the knowledge base",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
-    ),
-)
-
-_ROOT: Final = _object(
-    {
-        "path": {"type": "string"},
-        "state": {"type": "string", "description": "ok, missing, unreadable, live, polling..."},
-        "files": {"type": "integer"},
-        "detail": {"type": "string"},
-        "last_scan": _TIME,
-    }
+    annotations=_hints(),
 )
 
 STATS: Final = types.Tool(
     name="get_index_stats",
     title="Index status",
     description=(
-        "Status of the kbindex index: which folders are indexed and their state, how many "
-        "files, index size, when it was last updated, whether a scan is running, and recent "
-        "errors. Use it to check coverage or freshness before trusting a search that found "
-        "nothing, or to find the indexed folders."
+        "Index status: the indexed folders and their state, file counts, size, last "
+        "update, a running scan, recent errors. Check it before trusting an empty search, "
+        "or to learn which folders are indexed."
     ),
     input_schema={"type": "object", "properties": {}},
     output_schema=_object(
         {
-            "indexed_files": {"type": "integer"},
-            "total_documents": {"type": "integer"},
-            "index_size_mb": {"type": "number"},
+            "indexed_files": _INT,
+            "total_documents": _INT,
+            "index_size_mb": _NUM,
             "last_scan": _TIME,
             "last_scan_seconds": {"type": ["number", "null"]},
-            "scanning": {"type": "boolean"},
+            "scanning": _BOOL,
             "scan_progress": {
-                "anyOf": [
-                    {"type": "null"},
-                    _object(
-                        {
-                            "phase": {"type": "string"},
-                            "done": {"type": "integer"},
-                            "total": {"type": "integer"},
-                        }
-                    ),
-                ]
+                "type": ["object", "null"],
+                "properties": {"phase": _STR, "done": _INT, "total": _INT},
             },
-            "errors_encountered": {"type": "integer"},
-            "recent_errors": {
-                "type": "array",
-                "items": _object({"path": {"type": "string"}, "reason": {"type": "string"}}),
-            },
-            "skipped": {
-                "type": "object",
-                "additionalProperties": {"type": "integer"},
-                "description": "Files seen but not indexed, by reason.",
-            },
-            "roots": {"type": "array", "items": _ROOT},
-            "daemon": _object(
-                {
-                    "version": {"type": "string"},
-                    "pid": {"type": "integer"},
-                    "uptime_seconds": {"type": "number"},
-                    "socket": {"type": "string"},
-                }
+            "errors_encountered": _INT,
+            "recent_errors": _list({"path": _STR, "reason": _STR}),
+            "skipped": {"type": "object", "additionalProperties": _INT},
+            "roots": _list(
+                {"path": _STR, "state": _STR, "files": _INT, "detail": _STR, "last_scan": _TIME}
             ),
-            "index_recovered": {"type": "string"},
-            "index_error": {"type": "string"},
-        },
-        required=["indexed_files", "total_documents", "index_size_mb", "roots"],
+            "daemon": _object(
+                {"version": _STR, "pid": _INT, "uptime_seconds": _NUM, "socket": _STR}
+            ),
+            "index_recovered": _STR,
+            "index_error": _STR,
+        }
     ),
-    annotations=types.ToolAnnotations(
-        title="Index status",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
-    ),
+    annotations=_hints(),
 )
 
 REFRESH: Final = types.Tool(
     name="refresh_index",
     title="Refresh the index",
     description=(
-        "Bring the index up to date with the files on disk now, and wait until it is done. "
-        "The index normally follows file changes by itself within seconds; call this only "
-        "when a file was just written and search does not show it yet, or the user asks. "
-        "Give filepath (a file or folder) to re-check only that, which is fast; without it "
-        "every indexed folder is re-checked."
+        "Re-index what changed on disk and wait. The index follows changes by itself "
+        "within seconds: call this only when a file just written is not found yet, or "
+        "when asked. filepath (file or folder) limits it to that, which is fast."
     ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "filepath": {
-                **_NULLABLE_STR,
-                "description": "A file or folder inside the indexed folders; omit for all.",
-            }
-        },
-    },
+    input_schema={"type": "object", "properties": {"filepath": {"type": ["string", "null"]}}},
     output_schema=_object(
         {
-            "success": {"type": "boolean", "description": "The refresh ran to completion."},
-            "scope": {"type": "string"},
-            "files_processed": {"type": "integer"},
-            "files_changed": {"type": "integer"},
-            "files_removed": {"type": "integer"},
-            "errors": {"type": "integer", "description": "Files that could not be indexed."},
-            "seconds": {"type": "number"},
+            "success": _BOOL,
+            "scope": _STR,
+            "files_processed": _INT,
+            "files_changed": _INT,
+            "files_removed": _INT,
+            "errors": _INT,
+            "seconds": _NUM,
         }
     ),
-    # It changes only kbindex's own index, never a user file, and running it twice
-    # is harmless: not read-only, but neither destructive nor open-world.
-    annotations=types.ToolAnnotations(
-        title="Refresh the index",
-        read_only_hint=False,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
-    ),
+    annotations=_hints(read_only=False),
 )
 
 READ_FILE: Final = types.Tool(
     name="read_file",
-    title="Read an indexed file",
+    title="Read a file",
     description=(
-        "Read lines of a file from the indexed folders, with line numbers. Use after search "
-        "or find_files to see a hit in context: start_line a few lines before the hit's "
-        "line. Long files come back in pieces of about 12 KB: when the answer is truncated, "
-        "call again with start_line=next_start_line. Paths may be absolute or relative to "
-        "an indexed folder; files outside the indexed folders cannot be read."
+        "Read numbered lines of an indexed file (path absolute or relative to an indexed "
+        "folder). An answer holds about 12 KB: when truncated, call again with "
+        "start_line=next_start_line. end_line is inclusive."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "path": {"type": "string", "minLength": 1, "description": "File path."},
-            "start_line": {
-                "type": ["integer", "null"],
-                "minimum": 1,
-                "description": "First line to read (1-based); default 1.",
-            },
-            "end_line": {
-                "type": ["integer", "null"],
-                "minimum": 1,
-                "description": "Last line to read, inclusive; default the end of the file.",
-            },
+            "path": {"type": "string", "minLength": 1},
+            "start_line": {"type": ["integer", "null"], "minimum": 1},
+            "end_line": {"type": ["integer", "null"], "minimum": 1},
         },
         "required": ["path"],
     },
     output_schema=_object(
         {
-            "path": {"type": "string"},
-            "start_line": {"type": "integer"},
-            "end_line": {"type": "integer"},
-            "total_lines": {"type": "integer"},
-            "truncated": {"type": "boolean"},
+            "path": _STR,
+            "start_line": _INT,
+            "end_line": _INT,
+            "total_lines": _INT,
+            "truncated": _BOOL,
             "next_start_line": {"type": ["integer", "null"]},
-            "text": {"type": "string", "description": "The lines, without numbers."},
-            "uri": {"type": "string"},
-            "notes": _NOTES,
+            "text": _STR,
+            "uri": _STR,
+            "notes": _STRINGS,
         }
     ),
-    annotations=types.ToolAnnotations(
-        title="Read an indexed file",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
-    ),
+    annotations=_hints(),
 )
 
 FIND_FILES: Final = types.Tool(
     name="find_files",
-    title="Find indexed files by name",
+    title="Find files by name",
     description=(
-        "List indexed files whose path matches a glob, with size and modification time. "
-        "Use it to find a file by name or to see what a folder holds, when you know the "
-        "name rather than the content (for content, use search). Globs are relative to "
-        "the indexed folders and '*' also crosses '/': '*.md', 'notes/*', '*readme*'; a "
-        "folder path without wildcards lists that folder."
+        "List indexed files whose path matches a glob, with size and modification time: "
+        "find a file by name or list a folder (for content, use search). Globs are "
+        "relative to the indexed folders, '*' also crosses '/': '*.md', 'notes/*'; a "
+        "folder path lists that folder."
     ),
     input_schema={
         "type": "object",
         "properties": {
-            "glob": {
-                "type": "string",
-                "default": "*",
-                "description": "Glob or folder, relative to the indexed folders or absolute.",
-            },
+            "glob": {"type": "string", "default": "*"},
             "limit": {
                 "type": "integer",
                 "minimum": 1,
-                "maximum": 500,
-                "default": 100,
-                "description": "Maximum number of files to list.",
+                "maximum": MAX_FIND_LIMIT,
+                "default": FIND_LIMIT,
             },
         },
     },
     output_schema=_object(
         {
-            "glob": {"type": "string"},
-            "files": {"type": "array", "items": _object(dict(_FILE_FIELDS))},
-            "returned": {"type": "integer"},
-            "total": {"type": "integer", "description": "Matching files in the index."},
-            "truncated": {"type": "boolean"},
-            "notes": _NOTES,
+            "glob": _STR,
+            "files": _list({"path": _STR, "size": _INT, "last_modified": _TIME}),
+            "returned": _INT,
+            "total": _INT,
+            "truncated": _BOOL,
+            "notes": _STRINGS,
         }
     ),
-    annotations=types.ToolAnnotations(
-        title="Find indexed files by name",
-        read_only_hint=True,
-        destructive_hint=False,
-        idempotent_hint=True,
-        open_world_hint=False,
-    ),
+    annotations=_hints(),
 )
 
 TOOLS: Final = [SEARCH, STATS, REFRESH, READ_FILE, FIND_FILES]

@@ -19,6 +19,7 @@ from kbindex.mcpfront import results, schemas
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
+from kbindex.mcpfront.schemas import FIND_LIMIT, MAX_FIND_LIMIT
 from kbindex.proto.messages import MAX_LIMIT, MIN_LIMIT, Progress
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,6 @@ ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 Outcome = tuple[dict[str, Any], str]
 
 MAX_QUERY_CHARS: Final = 2000
-MAX_FIND_LIMIT: Final = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +129,11 @@ class Toolbox:
         args = call.args
         glob = args.string("glob") or "*"
         limit = args.integer(
-            "limit", default=100, minimum=1, maximum=MAX_FIND_LIMIT, clamp_high=True
+            "limit", default=FIND_LIMIT, minimum=1, maximum=MAX_FIND_LIMIT, clamp_high=True
         )
         assert limit is not None
         reply = await self.backend.find_files(glob, limit)
-        return results.find_files(reply, glob, args.notes)
+        return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, args.notes)
 
 
 class _ProgressTracker:
