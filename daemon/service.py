@@ -23,6 +23,7 @@ from anyio.abc import TaskGroup
 from kbindex.daemon import config_file, searcher, textfile
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
+from kbindex.daemon.explanation import FileState, explain
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
@@ -337,7 +338,7 @@ class Service:
         located = self.roots.resolve(request.path)
         state = await self._read(searcher.file_state, str(located.path))
         if state is None or state[0] is not None:
-            why = "it is not indexed" if state is None else f"it was skipped ({state[0]})"
+            why = await self._explain(located, state) or "not indexed"
             raise searcher.NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path), str(located.root))
         text, first, last, total, truncated = textfile.line_slice(
@@ -376,34 +377,14 @@ class Service:
             located = self.roots.resolve(request.path)
         except OutsideRoots:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
-        path = located.path
-        reason = await anyio.to_thread.run_sync(
-            self.indexer.rules.explain, str(located.root), str(path)
+        state = await self._read(searcher.file_state, str(located.path))
+        why = await self._explain(located, state)
+        return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
+
+    async def _explain(self, located: Located, state: FileState) -> str | None:
+        return await anyio.to_thread.run_sync(
+            explain, self.indexer.rules, self.changes, located, state
         )
-        if reason is not None:
-            shown = reason if reason == "it is a directory" else f"ignored: {reason}"
-            return WhyReply(path=str(path), indexed=False, reason=shown)
-        state = await self._read(searcher.file_state, str(path))
-        if state is None:
-            try:
-                os.lstat(textfile.real_path(str(path)))
-                missing = ""
-            except FileNotFoundError:
-                missing = "does not exist"
-            except OSError as exc:
-                missing = (
-                    f"cannot be looked at: {exc.strerror} (a directory above it is unreadable)"
-                )
-            if missing:
-                why = missing
-            elif self.changes is not None and self.changes.is_pending(str(located.root), str(path)):
-                why = "not indexed yet: a change to it is queued and will be indexed shortly"
-            else:
-                why = "not indexed yet (waiting for the next scan)"
-            return WhyReply(path=str(path), indexed=False, reason=why)
-        if state[0] is None:
-            return WhyReply(path=str(path), indexed=True, reason="indexed")
-        return WhyReply(path=str(path), indexed=False, reason=f"skipped: {state[0]} ({state[1]})")
 
     # ------------------------------------------------------------ roots at runtime
 
