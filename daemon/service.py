@@ -314,6 +314,8 @@ class Service:
 
     async def refresh(self, request: Refresh, emit: Emit) -> RefreshReply:
         scope = self.indexer.resolve_scope(request.paths) if request.paths else None
+        for raw, located in zip(request.paths, scope or (), strict=True):
+            await self._check_refreshable(raw, located)
         if not request.wait:
             self.background.start_soon(self._refresh_in_background, scope, request.full)
             return RefreshReply(queued=True)
@@ -330,6 +332,18 @@ class Service:
             files_removed=outcome.removed,
             errors=outcome.errors,
         )
+
+    async def _check_refreshable(self, raw: str, located: Located) -> None:
+        """Raise NotIndexed when ``located`` names nothing on disk and nothing in the
+        index: a typo would otherwise be answered "done, 0 files checked". A path gone
+        from disk but still indexed is refreshable: that is how it leaves the index."""
+        path = str(located.path)
+        if await anyio.to_thread.run_sync(os.path.lexists, path):
+            return
+        if not await self._read(searcher.holds, path):
+            raise searcher.NotIndexed(
+                f"{raw} does not exist (looked for {path}) and nothing under it is indexed"
+            )
 
     async def read_file(self, request: ReadFile) -> ReadFileReply:
         for name, value in (("start_line", request.start_line), ("end_line", request.end_line)):
