@@ -56,7 +56,12 @@ def status(reply: StatusReply) -> str:
         lines.append(f"index was rebuilt: {reply.index_recovered}")
     if reply.index_error:
         lines.append(f"INDEX NOT WRITABLE, answers may be out of date: {reply.index_error}")
-    lines.append("roots:")
+    if reply.config_error:
+        lines.append(f"CONFIG RELOAD REFUSED, running on the previous one: {reply.config_error}")
+    if not reply.roots:
+        lines.append("no roots: add one with kbctl roots add PATH")
+    else:
+        lines.append("roots:")
     for root in reply.roots:
         detail = f"  ({root.detail})" if root.detail else ""
         lines.append(f"  {root.path}  {root.state}  {root.files:,} files{detail}")

@@ -148,6 +148,8 @@ class Service:
         self._roots_lock = anyio.Lock()
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
+        self.config_error = ""
+        """Why the last reload was refused (status shows it); "" after one succeeds."""
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
@@ -253,6 +255,7 @@ class Service:
             socket_path=str(self.settings.socket_path),
             index_recovered=self.store.recovered,
             index_error=self.health.index_error,
+            config_error=self.config_error,
             watch=health.watch_state(),
             pending=health.pending,
             last_event_at=health.last_event_at,
@@ -489,6 +492,7 @@ class Service:
             for root in sorted(old_roots & new_roots):
                 rules.configure_root(new.options_for(root))
                 self._rescan(root)
+        self.config_error = ""
         summary = (
             f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
             f"{len(old_roots - new_roots)} removed"
