@@ -3,26 +3,13 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
 from kbindex.proto.messages import FindFilesReply, Progress, SearchReply, StatusReply
+from kbindex.proto.report import ago
 
 BOLD = "\x1b[1m"
 RESET = "\x1b[0m"
-
-
-def ago(timestamp: float | None, now: float | None = None) -> str:
-    if timestamp is None:
-        return "never"
-    seconds = max(0.0, (now or time.time()) - timestamp)
-    if seconds < 60:
-        return f"{seconds:.0f} s ago"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.1f} days ago"
 
 
 def status(reply: StatusReply) -> str:

@@ -154,6 +154,9 @@ STATS: Final = types.Tool(
                     ),
                 ]
             },
+            "watch": {"type": "string", "description": "live, polling, degraded... or empty."},
+            "pending_changes": {"type": "integer", "description": "File changes not yet indexed."},
+            "last_event": _TIME,
             "errors_encountered": {"type": "integer"},
             "recent_errors": {
                 "type": "array",
@@ -175,6 +178,7 @@ STATS: Final = types.Tool(
             ),
             "index_recovered": {"type": "string"},
             "index_error": {"type": "string"},
+            "config_error": {"type": "string", "description": "Why the last reload was refused."},
         },
         required=["indexed_files", "total_documents", "index_size_mb", "roots"],
     ),
