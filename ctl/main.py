@@ -13,10 +13,8 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
-import msgspec
 from kbindex.ctl import doctor, paths, render, roots, service
 from kbindex.proto import report
 from kbindex.proto.client import Client, ClientError, DaemonError
@@ -25,20 +23,10 @@ from kbindex.proto.messages import Progress, RefreshReply
 Command = Callable[[Client, argparse.Namespace], Awaitable[int]]
 
 
-def _emit_json(value: Any) -> None:
-    """``value`` as one line of JSON, without the protocol's own fields (the request id
-    and the reply's type tag), which say nothing about the answer."""
-    data = msgspec.to_builtins(value)
-    if isinstance(data, dict):
-        data.pop("id", None)
-        data.pop("type", None)
-    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
-
-
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
     reply = await client.status()
     if args.json:
-        _emit_json(report.status(reply))
+        render.emit_json(report.status(reply))
     else:
         print(render.status(reply))
     return 0
@@ -48,7 +36,7 @@ async def cmd_search(client: Client, args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     reply = await client.search(query, limit=args.limit, path=args.path, mode=args.mode)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
     else:
         print(render.search(reply, color=sys.stdout.isatty()))
     return 0
@@ -80,7 +68,7 @@ async def cmd_reindex(client: Client, args: argparse.Namespace) -> int:
 async def cmd_files(client: Client, args: argparse.Namespace) -> int:
     reply = await client.find_files(args.glob, limit=args.limit)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
     else:
         print(render.files(reply))
     return 0
@@ -89,7 +77,7 @@ async def cmd_files(client: Client, args: argparse.Namespace) -> int:
 async def cmd_read(client: Client, args: argparse.Namespace) -> int:
     reply = await client.read_file(args.path, args.start, args.end)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
         return 0
     print(reply.text)
     if reply.truncated:

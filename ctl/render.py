@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
+import msgspec
 from kbindex.proto.messages import FindFilesReply, Progress, SearchReply, StatusReply
 from kbindex.proto.report import ago
 
 BOLD = "\x1b[1m"
 RESET = "\x1b[0m"
+
+
+def emit_json(value: Any) -> None:
+    """``value`` as one line of JSON on stdout, without the protocol's own fields (the
+    request id and the reply's type tag), which say nothing about the answer."""
+    data = msgspec.to_builtins(value)
+    if isinstance(data, dict):
+        data.pop("id", None)
+        data.pop("type", None)
+    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
 
 
 def status(reply: StatusReply) -> str:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
-import msgspec
-from kbindex.ctl import paths
+from kbindex.ctl import paths, render
 from kbindex.proto.client import Client
 from kbindex.proto.messages import RootStatus
 from kbindex.proto.report import ago
@@ -43,9 +41,9 @@ def add_parser(sub: Any) -> None:
 async def cmd_roots(client: Client, args: argparse.Namespace) -> int:
     status = await client.status()
     if args.json:
-        sys.stdout.write(msgspec.json.encode(status.roots).decode() + "\n")
+        render.emit_json(status.roots)
     else:
-        print(describe(status.roots) or "no roots")
+        print(describe(status.roots) or "no roots: add one with kbctl roots add PATH")
     return 0
 
 
@@ -64,7 +62,7 @@ async def cmd_roots_remove(client: Client, args: argparse.Namespace) -> int:
 async def cmd_why(client: Client, args: argparse.Namespace) -> int:
     reply = await client.why(args.path)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+        render.emit_json(reply)
     elif reply.indexed:
         print(f"{reply.path}: indexed")
     else:

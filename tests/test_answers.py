@@ -120,6 +120,8 @@ async def test_relative_paths_mean_the_same_in_every_kbctl_command(
     assert r.returncode == 0 and "the sub note" in r.stdout, r.stderr
     r = kbctl(daemon, "why", "a.md", cwd=here)
     assert r.returncode == 0 and r.stdout.strip() == f"{note}: indexed"
+    why = json.loads(kbctl(daemon, "why", "a.md", "--json", cwd=here).stdout)
+    assert why == {"path": str(note), "indexed": True, "reason": "indexed"}  # no id, no type
     r = kbctl(daemon, "reindex", "--wait", "a.md", cwd=here)
     assert r.returncode == 0 and "1 files checked" in r.stdout, r.stderr
     elsewhere = tmp_path / "elsewhere"
@@ -148,6 +150,7 @@ async def test_removing_the_last_root_leaves_a_config_the_daemon_runs_with(
     assert tomllib.loads(config.read_text())["roots"] == []
     r = kbctl(d, "status")
     assert "no roots: add one with kbctl roots add PATH" in r.stdout
+    assert kbctl(d, "roots").stdout == "no roots: add one with kbctl roots add PATH\n"
 
     # A reload of that file is accepted, and a restart on it starts.
     assert d.proc is not None
