@@ -62,6 +62,7 @@ async def diagnose(socket: str | None) -> list[Finding]:
         findings.append(Finding("FAIL", exc.message, fix if exc.code == "version_mismatch" else ""))
         return findings
     findings.extend(_index(check))
+    findings.extend(_config(status))
     findings.extend(_roots(status))
     findings.extend(_inotify(status))
     findings.extend(_units())
@@ -88,7 +89,21 @@ def _index(check: CheckReply) -> Iterator[Finding]:
         yield Finding("ok", f"write-ahead log {wal_mb:,.1f} MB")
 
 
+def _config(status: StatusReply) -> Iterator[Finding]:
+    # Only a refusal is reported: the file itself is the daemon's to validate, and
+    # doctor does not read it, so it claims nothing when the last reload went through.
+    if status.config_error:
+        yield Finding(
+            "FAIL",
+            f"the daemon refused its last configuration reload: {status.config_error}",
+            "fix the config file, then reload: systemctl --user reload kbindexd "
+            "(or kill -HUP the kbindexd pid); until then it runs on the previous one",
+        )
+
+
 def _roots(status: StatusReply) -> Iterator[Finding]:
+    if not status.roots:
+        yield Finding("warn", "no roots are indexed", "add one: kbctl roots add PATH")
     for root in status.roots:
         readable = os.access(root.path, os.R_OK | os.X_OK)
         if not readable or root.state in ("missing", "unreadable", "error"):

@@ -13,25 +13,20 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import anyio
-import msgspec
-from kbindex.ctl import doctor, render, roots, service
+from kbindex.ctl import doctor, paths, render, roots, service
+from kbindex.proto import report
 from kbindex.proto.client import Client, ClientError, DaemonError
 from kbindex.proto.messages import Progress, RefreshReply
 
 Command = Callable[[Client, argparse.Namespace], Awaitable[int]]
 
 
-def _emit_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.encode(value).decode() + "\n")
-
-
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
     reply = await client.status()
     if args.json:
-        _emit_json(reply)
+        render.emit_json(report.status(reply))
     else:
         print(render.status(reply))
     return 0
@@ -41,7 +36,7 @@ async def cmd_search(client: Client, args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     reply = await client.search(query, limit=args.limit, path=args.path, mode=args.mode)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
     else:
         print(render.search(reply, color=sys.stdout.isatty()))
     return 0
@@ -73,7 +68,7 @@ async def cmd_reindex(client: Client, args: argparse.Namespace) -> int:
 async def cmd_files(client: Client, args: argparse.Namespace) -> int:
     reply = await client.find_files(args.glob, limit=args.limit)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
     else:
         print(render.files(reply))
     return 0
@@ -82,7 +77,7 @@ async def cmd_files(client: Client, args: argparse.Namespace) -> int:
 async def cmd_read(client: Client, args: argparse.Namespace) -> int:
     reply = await client.read_file(args.path, args.start, args.end)
     if args.json:
-        _emit_json(reply)
+        render.emit_json(reply)
         return 0
     print(reply.text)
     if reply.truncated:
@@ -90,9 +85,19 @@ async def cmd_read(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+PATHS_HELP = (
+    "A PATH naming a file or folder is taken relative to the current directory when it "
+    "exists there; otherwise it is passed on as given and the daemon looks for it under "
+    "each root (as it does for MCP clients). Roots given to 'roots add|remove' are always "
+    "relative to the current directory."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kbctl", description="Control and query the kbindex daemon (kbindexd)."
+        prog="kbctl",
+        description="Control and query the kbindex daemon (kbindexd).",
+        epilog=PATHS_HELP,
     )
     parser.add_argument(
         "--socket", metavar="PATH", help="daemon socket (default: $KBINDEX_SOCKET or the usual)"
@@ -114,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_search)
 
     p = sub.add_parser("reindex", help="re-check files now (all roots, or the given paths)")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", type=paths.given, help="relative to here, or a root"
+    )
     p.add_argument("--full", action="store_true", help="re-read files even if unchanged")
     p.add_argument("--wait", action="store_true", help="show progress and wait until done")
     p.set_defaults(run=cmd_reindex)
@@ -126,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_files)
 
     p = sub.add_parser("read", help="print an indexed file, or some of its lines")
-    p.add_argument("path")
+    p.add_argument("path", type=paths.given, help="a file (relative to here, or to a root)")
     p.add_argument("--start", type=int, metavar="LINE", help="first line (1-based)")
     p.add_argument("--end", type=int, metavar="LINE", help="last line (inclusive)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -145,6 +152,17 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader stopped reading (``kbctl search x | head``): end quietly, as cat
+        # does, with the status a process killed by SIGPIPE reports. Python flushes
+        # stdout once more at exit, so it must point somewhere that takes the bytes.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "func", None) is not None:
         # Subcommands that do not talk to the daemon (service management).
@@ -160,12 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # The reader stopped reading (``kbctl search x | head``): end quietly, as cat
-        # does, with the status a process killed by SIGPIPE reports. Python flushes
-        # stdout once more at exit, so it must point somewhere that takes the bytes.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import sys
-import time
-from typing import TextIO
+from typing import Any, TextIO
 
+import msgspec
 from kbindex.proto.messages import FindFilesReply, Progress, SearchReply, StatusReply
+from kbindex.proto.report import ago
 
 BOLD = "\x1b[1m"
 RESET = "\x1b[0m"
 
 
-def ago(timestamp: float | None, now: float | None = None) -> str:
-    if timestamp is None:
-        return "never"
-    seconds = max(0.0, (now or time.time()) - timestamp)
-    if seconds < 60:
-        return f"{seconds:.0f} s ago"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f} h ago"
-    return f"{seconds / 86400:.1f} days ago"
+def emit_json(value: Any) -> None:
+    """``value`` as one line of JSON on stdout, without the protocol's own fields (the
+    request id and the reply's type tag), which say nothing about the answer."""
+    data = msgspec.to_builtins(value)
+    if isinstance(data, dict):
+        data.pop("id", None)
+        data.pop("type", None)
+    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
 
 
 def status(reply: StatusReply) -> str:
@@ -56,7 +54,12 @@ def status(reply: StatusReply) -> str:
         lines.append(f"index was rebuilt: {reply.index_recovered}")
     if reply.index_error:
         lines.append(f"INDEX NOT WRITABLE, answers may be out of date: {reply.index_error}")
-    lines.append("roots:")
+    if reply.config_error:
+        lines.append(f"CONFIG RELOAD REFUSED, running on the previous one: {reply.config_error}")
+    if not reply.roots:
+        lines.append("no roots: add one with kbctl roots add PATH")
+    else:
+        lines.append("roots:")
     for root in reply.roots:
         detail = f"  ({root.detail})" if root.detail else ""
         lines.append(f"  {root.path}  {root.state}  {root.files:,} files{detail}")

@@ -1,21 +1,20 @@
 """kbctl roots / roots add / roots remove / why: the indexed directories and their health.
 
-Paths are made absolute at parse time, against the shell's working directory (the
-daemon runs elsewhere). Each subcommand is one request; ``main`` turns daemon errors
-into exit 1.
+A root is a directory on this machine, so ``roots add|remove`` make it absolute against
+the shell's working directory always; ``why`` takes a file like every other command
+(see paths.py). Each subcommand is one request; ``main`` turns daemon errors into exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
-import msgspec
-from kbindex.ctl.render import ago
+from kbindex.ctl import paths, render
 from kbindex.proto.client import Client
 from kbindex.proto.messages import RootStatus
+from kbindex.proto.report import ago
 
 
 def add_parser(sub: Any) -> None:
@@ -34,25 +33,17 @@ def add_parser(sub: Any) -> None:
     r.set_defaults(run=cmd_roots_remove)
 
     w = sub.add_parser("why", help="say whether a file is indexed and, if not, why")
-    w.add_argument("path", type=_local, help="a file (relative to here, or to a root)")
+    w.add_argument("path", type=paths.given, help="a file (relative to here, or to a root)")
     w.add_argument("--json", action="store_true", help="machine-readable output")
     w.set_defaults(run=cmd_why)
-
-
-def _local(path: str) -> str:
-    """Absolute when ``path`` names something here; else as given (root-relative).
-    Made at parse time, against the shell's working directory: the daemon runs elsewhere."""
-    if os.path.isabs(path) or os.path.lexists(path):
-        return os.path.abspath(path)
-    return path
 
 
 async def cmd_roots(client: Client, args: argparse.Namespace) -> int:
     status = await client.status()
     if args.json:
-        sys.stdout.write(msgspec.json.encode(status.roots).decode() + "\n")
+        render.emit_json(status.roots)
     else:
-        print(describe(status.roots) or "no roots")
+        print(describe(status.roots) or "no roots: add one with kbctl roots add PATH")
     return 0
 
 
@@ -71,7 +62,7 @@ async def cmd_roots_remove(client: Client, args: argparse.Namespace) -> int:
 async def cmd_why(client: Client, args: argparse.Namespace) -> int:
     reply = await client.why(args.path)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(reply).decode() + "\n")
+        render.emit_json(reply)
     elif reply.indexed:
         print(f"{reply.path}: indexed")
     else:

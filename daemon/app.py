@@ -147,6 +147,8 @@ async def _serve(
             settings.socket_path,
             settings.db_path,
         )
+        if not roots.paths:
+            log.warning("no roots to index: add one with kbctl roots add PATH")
         tg.start_soon(_signals, tg, server, notifier)
         if reread is not None:
             tg.start_soon(_reloads, service, reread, notifier)
@@ -198,13 +200,15 @@ async def _reloads(service: Service, reread: Callable[[], Settings], notifier: N
                 new = await anyio.to_thread.run_sync(reread)
             except SettingsError as exc:
                 log.error("reload refused, keeping the running configuration: %s", exc)
+                service.config_error = str(exc)
             else:
                 try:
                     log.info("%s", await service.reload(new))
-                except Exception:
+                except Exception as exc:
                     # A reload that fails halfway (a write to a full disk) must not
                     # take the daemon down; the next reload or scan completes it.
                     log.exception("reload failed")
+                    service.config_error = f"reload failed halfway ({exc}); see the log"
             notifier.ready()
 
 

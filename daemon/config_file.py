@@ -45,6 +45,16 @@ def persist_remove(path: Path, root: Path, running: Sequence[Path]) -> str:
     kept = [e for e in entries if _resolve(e, path.parent) != root]
     if len(kept) == len(entries):
         return f"{root} was not listed in {path}"
+    # The daemon refuses a [root."..."] table for a path that is not a root: removing
+    # the root and leaving its table would write a file it no longer starts with.
+    tables = values.get("root")
+    if isinstance(tables, dict):
+        for name in tables:
+            if _resolve(name, path.parent) == root:
+                raise ConfigError(
+                    f'{path} has a [root."{name}"] table for {root}: delete that table, '
+                    "then remove the root again"
+                )
     _write(path, text, values, kept)
     return f"removed {root} from {path}"
 

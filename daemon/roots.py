@@ -57,6 +57,8 @@ class Roots:
         inside a root. Raises InvalidPath or OutsideRoots."""
         if not user_path or "\x00" in user_path or len(user_path) > MAX_PATH_CHARS:
             raise InvalidPath("path is empty, too long or contains a NUL byte")
+        if not self.paths:
+            raise OutsideRoots(f"{user_path}: no roots are indexed (add one: kbctl roots add PATH)")
         candidate = Path(user_path).expanduser()
         if candidate.is_absolute():
             candidates = [candidate]

@@ -333,6 +333,16 @@ def file_state(conn: sqlite3.Connection, path: str) -> tuple[str | None, str | N
     return None if row is None else (row[0], row[1])
 
 
+def holds(conn: sqlite3.Connection, path: str) -> bool:
+    """Whether the index has a row for ``path``, or for anything under it as a directory
+    ('0' sorts right after '/')."""
+    row = conn.execute(
+        "SELECT 1 FROM files WHERE path = ? OR (path > ? AND path < ?) LIMIT 1",
+        (path, path + "/", path + "0"),
+    ).fetchone()
+    return row is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Counts:
     indexed: int

@@ -23,6 +23,7 @@ from anyio.abc import TaskGroup
 from kbindex.daemon import config_file, searcher, textfile
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
+from kbindex.daemon.explanation import FileState, explain
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
@@ -147,6 +148,8 @@ class Service:
         self._roots_lock = anyio.Lock()
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
+        self.config_error = ""
+        """Why the last reload was refused (status shows it); "" after one succeeds."""
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
@@ -252,6 +255,7 @@ class Service:
             socket_path=str(self.settings.socket_path),
             index_recovered=self.store.recovered,
             index_error=self.health.index_error,
+            config_error=self.config_error,
             watch=health.watch_state(),
             pending=health.pending,
             last_event_at=health.last_event_at,
@@ -313,6 +317,8 @@ class Service:
 
     async def refresh(self, request: Refresh, emit: Emit) -> RefreshReply:
         scope = self.indexer.resolve_scope(request.paths) if request.paths else None
+        for raw, located in zip(request.paths, scope or (), strict=True):
+            await self._check_refreshable(raw, located)
         if not request.wait:
             self.background.start_soon(self._refresh_in_background, scope, request.full)
             return RefreshReply(queued=True)
@@ -330,6 +336,18 @@ class Service:
             errors=outcome.errors,
         )
 
+    async def _check_refreshable(self, raw: str, located: Located) -> None:
+        """Raise NotIndexed when ``located`` names nothing on disk and nothing in the
+        index: a typo would otherwise be answered "done, 0 files checked". A path gone
+        from disk but still indexed is refreshable: that is how it leaves the index."""
+        path = str(located.path)
+        if await anyio.to_thread.run_sync(os.path.lexists, path):
+            return
+        if not await self._read(searcher.holds, path):
+            raise searcher.NotIndexed(
+                f"{raw} does not exist (looked for {path}) and nothing under it is indexed"
+            )
+
     async def read_file(self, request: ReadFile) -> ReadFileReply:
         for name, value in (("start_line", request.start_line), ("end_line", request.end_line)):
             if value is not None and value < 1:
@@ -337,7 +355,7 @@ class Service:
         located = self.roots.resolve(request.path)
         state = await self._read(searcher.file_state, str(located.path))
         if state is None or state[0] is not None:
-            why = "it is not indexed" if state is None else f"it was skipped ({state[0]})"
+            why = await self._explain(located, state) or "not indexed"
             raise searcher.NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path), str(located.root))
         text, first, last, total, truncated = textfile.line_slice(
@@ -376,34 +394,14 @@ class Service:
             located = self.roots.resolve(request.path)
         except OutsideRoots:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
-        path = located.path
-        reason = await anyio.to_thread.run_sync(
-            self.indexer.rules.explain, str(located.root), str(path)
+        state = await self._read(searcher.file_state, str(located.path))
+        why = await self._explain(located, state)
+        return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
+
+    async def _explain(self, located: Located, state: FileState) -> str | None:
+        return await anyio.to_thread.run_sync(
+            explain, self.indexer.rules, self.changes, located, state
         )
-        if reason is not None:
-            shown = reason if reason == "it is a directory" else f"ignored: {reason}"
-            return WhyReply(path=str(path), indexed=False, reason=shown)
-        state = await self._read(searcher.file_state, str(path))
-        if state is None:
-            try:
-                os.lstat(textfile.real_path(str(path)))
-                missing = ""
-            except FileNotFoundError:
-                missing = "does not exist"
-            except OSError as exc:
-                missing = (
-                    f"cannot be looked at: {exc.strerror} (a directory above it is unreadable)"
-                )
-            if missing:
-                why = missing
-            elif self.changes is not None and self.changes.is_pending(str(located.root), str(path)):
-                why = "not indexed yet: a change to it is queued and will be indexed shortly"
-            else:
-                why = "not indexed yet (waiting for the next scan)"
-            return WhyReply(path=str(path), indexed=False, reason=why)
-        if state[0] is None:
-            return WhyReply(path=str(path), indexed=True, reason="indexed")
-        return WhyReply(path=str(path), indexed=False, reason=f"skipped: {state[0]} ({state[1]})")
 
     # ------------------------------------------------------------ roots at runtime
 
@@ -494,6 +492,7 @@ class Service:
             for root in sorted(old_roots & new_roots):
                 rules.configure_root(new.options_for(root))
                 self._rescan(root)
+        self.config_error = ""
         summary = (
             f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
             f"{len(old_roots - new_roots)} removed"

@@ -177,7 +177,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         roots_raw = file_values.get("roots")
         roots_base = base
         roots_source = "config"
-    roots = _roots(roots_raw, roots_base, config_path)
+    roots = _roots(roots_raw, roots_base)
 
     def pick_path(flag: Any, env_name: str, key: str) -> Path | None:
         # A relative path is relative to where it was written: the working directory
@@ -282,12 +282,11 @@ def _path(raw: Any, base: Path) -> Path:
     return path if path.is_absolute() else (base / path)
 
 
-def _roots(raw: Sequence[str] | None, base: Path, config_path: Path) -> tuple[Path, ...]:
-    if not raw:
-        raise SettingsError(
-            "no roots to index: give them as arguments (kbindexd ~/notes ~/docs) "
-            f"or as roots = [...] in {config_path}"
-        )
+def _roots(raw: Sequence[str] | None, base: Path) -> tuple[Path, ...]:
+    # No roots is a state the daemon runs in (and status shows): removing the last root
+    # writes roots = [], and a config the daemon wrote must be one it starts with.
+    if raw is None:
+        return ()
     if isinstance(raw, str) or not isinstance(raw, Sequence):
         raise SettingsError(f"roots must be a list of directories, not {raw!r}")
     roots: list[Path] = []

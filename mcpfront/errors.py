@@ -58,10 +58,9 @@ def _daemon_error(exc: DaemonError, subject: str | None) -> str:
                 "find_files results (get_index_stats lists the indexed folders)."
             )
         case ErrorCode.NOT_FOUND:
-            return (
-                f"No indexed file matches {what}; use find_files to look up the exact path "
-                "(it may be new, deleted or excluded from the index)."
-            )
+            # The daemon's message says why (does not exist, skipped as too large,
+            # ignored by which rule): the model needs that to stop retrying.
+            return f"kbindex: {detail}. Use find_files to look up the exact path of indexed files."
         case ErrorCode.BAD_QUERY:
             return (
                 f"The search query could not be understood ({detail}); "

@@ -8,12 +8,11 @@ and the text a model reads) are built from the same trimmed data, so they never 
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote
 
 import msgspec
+from kbindex.proto import report
 from kbindex.proto.messages import (
     FileInfo,
     FindFilesReply,
@@ -24,11 +23,11 @@ from kbindex.proto.messages import (
     SearchReply,
     StatusReply,
 )
+from kbindex.proto.report import ago, iso
 
 BUDGET: Final = 12_000
 """Characters per form (text, and JSON of the structured content): ~24 KB per response."""
 SNIPPET_CHARS: Final = 500
-RECENT_ERRORS: Final = 10
 URI_PREFIX: Final = "kbindex://file/"
 
 _json = msgspec.json.Encoder()
@@ -37,25 +36,6 @@ _json = msgspec.json.Encoder()
 def file_uri(path: str) -> str:
     """The resource URI of an absolute path: ``/a/b c.md`` -> ``kbindex://file/a/b%20c.md``."""
     return URI_PREFIX + quote(path.lstrip("/"), safe="/")
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def ago(ts: float | None, now: float | None = None) -> str:
-    if ts is None:
-        return "never"
-    seconds = max(0.0, (time.time() if now is None else now) - ts)
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 36 * 3600:
-        return f"{seconds / 3600:.0f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
 
 
 def human_size(size: int) -> str:
@@ -67,8 +47,7 @@ def human_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+_clip = report.clip
 
 
 def _size(value: Any) -> int:
@@ -181,45 +160,8 @@ def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, 
 
 def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
     progress = reply.progress
-    roots = [
-        {
-            "path": r.path,
-            "state": r.state,
-            "files": r.files,
-            "detail": r.detail,
-            "last_scan": iso(r.last_scan_at),
-        }
-        for r in reply.roots
-    ]
-    errors = [
-        {"path": e.path, "reason": _clip(e.reason, 300)}
-        for e in reply.recent_errors[:RECENT_ERRORS]
-    ]
-    structured: dict[str, Any] = {
-        "indexed_files": reply.indexed_files,
-        "total_documents": reply.total_documents,
-        "index_size_mb": round(reply.index_size_mb, 2),
-        "last_scan": iso(reply.last_scan_at),
-        "last_scan_seconds": reply.last_scan_seconds,
-        "scanning": reply.scanning,
-        "scan_progress": (
-            None
-            if progress is None
-            else {"phase": progress.phase, "done": progress.done, "total": progress.total}
-        ),
-        "errors_encountered": reply.errors_encountered,
-        "recent_errors": errors,
-        "skipped": dict(reply.skipped),
-        "roots": roots,
-        "daemon": {
-            "version": reply.version,
-            "pid": reply.pid,
-            "uptime_seconds": round(max(0.0, time.time() - reply.started_at), 1),
-            "socket": reply.socket_path,
-        },
-        "index_recovered": reply.index_recovered,
-        "index_error": reply.index_error,
-    }
+    structured = report.status(reply)
+    errors = structured["recent_errors"]
     took = f", took {reply.last_scan_seconds:.1f} s" if reply.last_scan_seconds is not None else ""
     lines = [
         f"kbindex: {reply.indexed_files} files indexed ({reply.total_documents} documents, "
@@ -228,7 +170,10 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
     ]
     if progress is not None and reply.scanning:
         lines.append(f"Scanning now: {progress.phase} {progress.done}/{progress.total}.")
-    lines.append("Indexed folders:")
+    if not reply.roots:
+        lines.append("No folders are indexed: the user can add one with `kbctl roots add PATH`.")
+    else:
+        lines.append("Indexed folders:")
     for r in reply.roots:
         detail = f" ({r.detail})" if r.detail else ""
         lines.append(f"- {r.path}: {r.state}, {r.files} files{detail}")
@@ -243,6 +188,8 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
         lines.append(
             f"The index cannot be written, answers may be out of date: {reply.index_error}"
         )
+    if reply.config_error:
+        lines.append(f"The last configuration reload was refused: {reply.config_error}")
     return structured, _clip("\n".join(lines), BUDGET)
 
 

@@ -116,6 +116,9 @@ STATS: Final = types.Tool(
                 "type": ["object", "null"],
                 "properties": {"phase": _STR, "done": _INT, "total": _INT},
             },
+            "watch": _STR,
+            "pending_changes": _INT,
+            "last_event": _TIME,
             "errors_encountered": _INT,
             "recent_errors": _list({"path": _STR, "reason": _STR}),
             "skipped": {"type": "object", "additionalProperties": _INT},
@@ -127,6 +130,7 @@ STATS: Final = types.Tool(
             ),
             "index_recovered": _STR,
             "index_error": _STR,
+            "config_error": _STR,
         }
     ),
     annotations=_hints(),

@@ -261,6 +261,9 @@ class StatusReply(Reply, tag="status", frozen=True):
     index_error: str = ""
     """Non-empty while the index cannot be written (disk full, I/O error): changes wait
     and the daemon serves what the index already holds."""
+    config_error: str = ""
+    """Non-empty while the last reload (SIGHUP) was refused: why. The daemon runs on the
+    configuration it had; cleared by the next reload that succeeds."""
 
 
 class Freshness(msgspec.Struct, kw_only=True):

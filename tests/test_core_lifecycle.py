@@ -52,7 +52,6 @@ def test_runtime_dir_default_socket(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("roots = []", "no roots"),
         ('roots = ["/definitely/not/here"]', "does not exist"),
         ('roots = "/tmp"', "must be a list"),
         ('roots = ["{root}"]\nscan_interval_seconds = "soon"', "scan_interval_seconds"),

@@ -136,8 +136,13 @@ def test_config_edit_keeps_comments_and_other_settings(tmp_path: Path) -> None:
     assert values["roots"] == ["~/notes", "docs", str(tmp_path / "new")]
     assert values["root"] == {"~/notes": {"exclude": ["drafts/"]}}
     persist_remove(config, tmp_path / "docs", [])  # relative entries resolve from the file
-    persist_remove(config, Path(str(home_notes)), [])
-    assert tomllib.loads(config.read_text())["roots"] == [str(tmp_path / "new")]
+    assert tomllib.loads(config.read_text())["roots"] == ["~/notes", str(tmp_path / "new")]
+    # The daemon refuses a [root."..."] table for a path that is not a root, so a root
+    # with a table is not removed from the file: that would leave one it cannot start with.
+    before = config.read_text()
+    with pytest.raises(ConfigError, match=r'\[root."~/notes"\] table'):
+        persist_remove(config, Path(str(home_notes)), [])
+    assert config.read_text() == before
 
 
 def test_config_without_roots_starts_from_the_running_ones(tmp_path: Path) -> None:
