@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval_scifact import DATASET, ndcg_at, percentile, read_qrels, read_queries, recall_at
+import common
+from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at
 
 WORD = re.compile(r"[^\W_]+")  # a token as unicode61 sees one
 
@@ -75,8 +76,8 @@ def evaluate(args: argparse.Namespace, db_path: Path) -> dict[str, Any]:
         ),
         "no_hits": sum(1 for q in queries if not ranked[q]),
         "latency_ms_in_process": {
-            "p50": round(percentile(times, 0.50), 2),
-            "p99": round(percentile(times, 0.99), 2),
+            "p50": round(common.percentile(times, 0.50), 2),
+            "p99": round(common.percentile(times, 0.99), 2),
         },
         "build_s": round(build_s, 2),
         "index_mb": round(db_path.stat().st_size / 1e6, 2),
