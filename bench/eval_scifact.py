@@ -87,6 +87,17 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
     return len(set(ranked[:k]) & relevant.keys()) / len(relevant) if relevant else 0.0
 
 
+def quality(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """nDCG@10 and Recall@100, means over the ranked queries, and how many found nothing."""
+    return {
+        "ndcg@10": round(statistics.fmean(ndcg_at(r, qrels[q], 10) for q, r in ranked.items()), 4),
+        "recall@100": round(
+            statistics.fmean(recall_at(r, qrels[q], 100) for q, r in ranked.items()), 4
+        ),
+        "no_hits": sum(1 for r in ranked.values() if not r),
+    }
+
+
 # ------------------------------------------------------------------ daemon
 
 
@@ -129,13 +140,7 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             queries = {q: t for q, t in queries.items() if q in qrels}
             ranked, times = await run_queries(d.sock, queries, args.mode, args.limit)
             out["queries"] = len(queries)
-            out["ndcg@10"] = round(
-                statistics.fmean(ndcg_at(ranked[q], qrels[q], 10) for q in queries), 4
-            )
-            out["recall@100"] = round(
-                statistics.fmean(recall_at(ranked[q], qrels[q], 100) for q in queries), 4
-            )
-            out["no_hits"] = sum(1 for q in queries if not ranked[q])
+            out |= quality(ranked, qrels)
             out["latency_ms"] = {
                 "p50": round(common.percentile(times, 0.50), 2),
                 "p99": round(common.percentile(times, 0.99), 2),
