@@ -243,7 +243,7 @@ def table_sizes(db_path: Path) -> dict[str, int]:
     conn = sqlite3.connect(db_path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     try:
-        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC")
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC, 1")
         sizes = {name: int(size) for name, size in rows}
     except sqlite3.OperationalError:  # built without dbstat
         sizes = {}

@@ -17,13 +17,13 @@ import argparse
 import json
 import re
 import sqlite3
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from eval_scifact import DATASET, ndcg_at, percentile, read_qrels, read_queries, recall_at
+import common
+from eval_scifact import DATASET, quality, read_qrels, read_queries
 
 WORD = re.compile(r"[^\W_]+")  # a token as unicode61 sees one
 
@@ -69,14 +69,10 @@ def evaluate(args: argparse.Namespace, db_path: Path) -> dict[str, Any]:
     return {
         "engine": f"bare FTS5, sqlite {sqlite3.sqlite_version}, tokenize='{args.tokenizer}'",
         "queries": len(queries),
-        "ndcg@10": round(statistics.fmean(ndcg_at(ranked[q], qrels[q], 10) for q in queries), 4),
-        "recall@100": round(
-            statistics.fmean(recall_at(ranked[q], qrels[q], 100) for q in queries), 4
-        ),
-        "no_hits": sum(1 for q in queries if not ranked[q]),
+        **quality(ranked, qrels),
         "latency_ms_in_process": {
-            "p50": round(percentile(times, 0.50), 2),
-            "p99": round(percentile(times, 0.99), 2),
+            "p50": round(common.percentile(times, 0.50), 2),
+            "p99": round(common.percentile(times, 0.99), 2),
         },
         "build_s": round(build_s, 2),
         "index_mb": round(db_path.stat().st_size / 1e6, 2),

@@ -20,25 +20,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
-import signal
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-from kbindex.proto.client import Client, ClientError
+import bare
+import common
+from kbindex.proto.client import Client
 
 DATASET = Path("/work/shared/datasets/scifact")
-KBINDEXD = [sys.executable, "-m", "kbindex.daemon.app"]
 
 
 # ------------------------------------------------------------------ dataset
@@ -92,64 +87,18 @@ def recall_at(ranked: list[str], relevant: dict[str, int], k: int) -> float:
     return len(set(ranked[:k]) & relevant.keys()) / len(relevant) if relevant else 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+def quality(ranked: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """nDCG@10 and Recall@100, means over the ranked queries, and how many found nothing."""
+    return {
+        "ndcg@10": round(statistics.fmean(ndcg_at(r, qrels[q], 10) for q, r in ranked.items()), 4),
+        "recall@100": round(
+            statistics.fmean(recall_at(r, qrels[q], 100) for q, r in ranked.items()), 4
+        ),
+        "no_hits": sum(1 for r in ranked.values() if not r),
+    }
 
 
 # ------------------------------------------------------------------ daemon
-
-
-def table_sizes(db_path: Path) -> dict[str, int]:
-    """Bytes per table (FTS5 shadow tables grouped under their table), after a checkpoint."""
-    conn = sqlite3.connect(db_path)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    sizes: dict[str, int] = {}
-    for name, size in conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
-        sizes[name] = int(size)
-    conn.close()
-    return {"file": db_path.stat().st_size, **dict(sorted(sizes.items(), key=lambda kv: -kv[1]))}
-
-
-@contextmanager
-def running_daemon(root: Path, work: Path, extra: list[str]) -> Iterator[tuple[Path, float]]:
-    """kbindexd on ``root``; yields (socket, spawn time) and stops it (SIGTERM) after."""
-    state, sock = work / "state", work / "kb.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    env["XDG_CONFIG_HOME"] = str(work / "config")  # no user config file
-    cmd = [*KBINDEXD, str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--scan-interval", "86400", "--log-level", "warning", *extra]
-    with (work / "kbindexd.log").open("ab") as log:
-        started = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env)
-    try:
-        yield sock, started
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def wait_first_scan(sock: Path, started: float, within: float) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            async with Client.connect(sock, client_name="eval_scifact") as c:
-                st = await c.status()
-                if st.last_scan_at is not None and not st.scanning:
-                    return {
-                        "wall_s": round(time.perf_counter() - started, 2),
-                        "scan_s": round(st.last_scan_seconds or 0.0, 2),
-                        "indexed_files": st.indexed_files,
-                    }
-        except ClientError:
-            pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no first scan within {within:.0f} s")
-        await anyio.sleep(0.1)
 
 
 async def run_queries(
@@ -176,27 +125,28 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     else:
         root, extra = work / "corpus", []
         out["documents"] = write_corpus(args.dataset, root)
-    with running_daemon(root, work, extra) as (sock, started):
-        out["index"] = await wait_first_scan(sock, started, args.timeout)
+    with common.running_daemon(root, work, "--scan-interval", "86400", *extra) as d:
+        await common.wait_serving(d)
+        async with Client.connect(d.sock, client_name="eval_scifact") as c:
+            st = await common.wait_scan(c, args.timeout, poll=0.1)
+            out["index"] = {
+                "wall_s": round(time.perf_counter() - d.started, 2),
+                "scan_s": round(st.last_scan_seconds or 0.0, 2),
+                "indexed_files": st.indexed_files,
+            }
         if not args.index_only:
             queries = read_queries(args.dataset, args.split)
             qrels = read_qrels(args.dataset, args.split)
             queries = {q: t for q, t in queries.items() if q in qrels}
-            ranked, times = await run_queries(sock, queries, args.mode, args.limit)
+            ranked, times = await run_queries(d.sock, queries, args.mode, args.limit)
             out["queries"] = len(queries)
-            out["ndcg@10"] = round(
-                statistics.fmean(ndcg_at(ranked[q], qrels[q], 10) for q in queries), 4
-            )
-            out["recall@100"] = round(
-                statistics.fmean(recall_at(ranked[q], qrels[q], 100) for q in queries), 4
-            )
-            out["no_hits"] = sum(1 for q in queries if not ranked[q])
+            out |= quality(ranked, qrels)
             out["latency_ms"] = {
-                "p50": round(percentile(times, 0.50), 2),
-                "p99": round(percentile(times, 0.99), 2),
+                "p50": round(common.percentile(times, 0.50), 2),
+                "p99": round(common.percentile(times, 0.99), 2),
                 "max": round(max(times), 2),
             }
-    out["tables"] = table_sizes(work / "state" / "index.sqlite3")
+    out["tables"] = bare.table_sizes(d.state / "index.sqlite3")
     return out
 
 

@@ -20,10 +20,8 @@ import os
 import platform
 import random
 import shutil
-import signal
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,14 +30,13 @@ from typing import Any
 
 import anyio
 import bare
+import common
 import corpus
 import report
-from anyio.abc import Process
 from kbindex.daemon.query import compile_query
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
-KBINDEXD = Path(sys.executable).with_name("kbindexd")
 QUERY_KINDS = ("common", "rare", "phrase", "question", "prefix*")
 QUESTIONS = (
     "how does {0} {1} the {2}?",
@@ -78,46 +75,6 @@ def warm_cache(root: Path) -> float:
     return time.perf_counter() - started
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process: less disturbed than wall time by other load."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-async def _wait_serving(sock: Path, proc: Process, deadline: float) -> None:
-    while True:
-        if proc.returncode is not None:
-            raise SystemExit(f"kbindexd exited with {proc.returncode} before serving")
-        try:
-            stream = await anyio.connect_unix(sock)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise SystemExit("kbindexd did not start serving in time") from None
-            await anyio.sleep(0.02)
-        else:
-            await stream.aclose()
-            return
-
-
-async def _wait_scan(c: Client, after: float | None, within: float, poll: float) -> Any:
-    """Poll status until a whole-roots scan newer than ``after`` has finished."""
-    deadline = time.monotonic() + within
-    while True:
-        st = await c.status()
-        if st.last_scan_at is not None and st.last_scan_at != after and not st.scanning:
-            return st
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no scan finished within {within:.0f} s")
-        await anyio.sleep(poll)
-
-
 async def measure_daemon(
     root: Path,
     work: Path,
@@ -126,48 +83,34 @@ async def measure_daemon(
     bare_searcher: bare.Searcher,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    state, sock = work / "state", work / "kbindexd.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    env["XDG_CONFIG_HOME"] = str(work / "config")  # no user config file
-    cmd = [str(KBINDEXD), str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--include-ext", "*", "--log-level", "warning"]
-    cmd += ["--scan-interval", str(args.scan_interval)]
-    out: dict[str, Any] = {"command": cmd}
-    with (work / "kbindexd.log").open("wb") as log:
-        started = time.perf_counter()
-        proc = await anyio.open_process(cmd, env=env, stdout=log, stderr=log)
-    try:
-        await _wait_serving(sock, proc, time.monotonic() + 60)
-        async with Client.connect(sock, client_name="index_bench") as c:
-            out["serving_after_s"] = round(time.perf_counter() - started, 3)
-            st = await _wait_scan(c, None, args.timeout, 0.05)
-            wall = time.perf_counter() - started
+    options = ["--include-ext", "*", "--scan-interval", str(args.scan_interval)]
+    out: dict[str, Any] = {}
+    with common.running_daemon(root, work, *options) as d:
+        out["command"] = d.command
+        await common.wait_serving(d)
+        async with Client.connect(d.sock, client_name="index_bench") as c:
+            out["serving_after_s"] = round(time.perf_counter() - d.started, 3)
+            st = await common.wait_scan(c, args.timeout, poll=0.05)
+            wall = time.perf_counter() - d.started
             out["full"] = {
                 "wall_s": round(wall, 3),
                 "last_scan_seconds": round(st.last_scan_seconds, 3),
-                "cpu_s": round(cpu_seconds(proc.pid), 2),
+                "cpu_s": round(common.cpu_seconds(d.proc.pid), 2),
                 "indexed_files": st.indexed_files,
                 "skipped": st.skipped,
                 "index_size_mb_live": st.index_size_mb,
-                "peak_rss_mb": round(peak_rss_mb(proc.pid), 1),
+                "peak_rss_mb": round(common.peak_rss_mb(d.proc.pid), 1),
             }
             # The periodic rescan comes scan_interval seconds after the first scan.
-            st = await _wait_scan(c, st.last_scan_at, args.scan_interval + args.timeout, 0.2)
+            within = args.scan_interval + args.timeout
+            st = await common.wait_scan(c, within, after=st.last_scan_at, poll=0.2)
             out["periodic_rescan_s"] = round(st.last_scan_seconds, 3)
             out["ping"] = await _pings(c, 200)
             out["search"] = await _searches(c, queries, matches, bare_searcher, args.warmup)
             out["rescan"] = await _rescans(c, args.rescans)
-            out["peak_rss_mb"] = round(peak_rss_mb(proc.pid), 1)
-    finally:
-        with anyio.CancelScope(shield=True):
-            proc.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(120) as waited:
-                await proc.wait()
-            if waited.cancelled_caught:
-                proc.kill()
-                await proc.wait()
-    out["exit_code"] = proc.returncode
-    out["tables"] = bare.table_sizes(state / "index.sqlite3")
+            out["peak_rss_mb"] = round(common.peak_rss_mb(d.proc.pid), 1)
+    out["exit_code"] = d.proc.returncode
+    out["tables"] = bare.table_sizes(d.state / "index.sqlite3")
     out["index_bytes"] = out["tables"]["file"]
     return out
 
@@ -239,13 +182,8 @@ async def _rescans(c: Client, n: int) -> dict[str, Any]:
 
 def _git_state() -> str:
     """The commit and whether the daemon's sources differ from it (figures depend on it)."""
-
-    def git(*a: str) -> str:
-        run = subprocess.run(["git", *a], cwd=HERE, capture_output=True, text=True, check=False)
-        return run.stdout.strip()
-
-    dirty = git("status", "--porcelain", "--", "daemon", "proto")
-    return git("rev-parse", "--short", "HEAD") + (
+    dirty = common.git("status", "--porcelain", "--", "daemon", "proto").strip()
+    return common.git("rev-parse", "--short", "HEAD").strip() + (
         " + uncommitted daemon/proto changes" if dirty else ""
     )
 

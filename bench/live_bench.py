@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -34,53 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import common
 import corpus
 import report
-from anyio.abc import Process
-from kbindex.proto.client import Client, ClientError
-from kbindex.proto.messages import StatusReply
+from kbindex.proto.client import Client
 
-KBINDEXD = Path(sys.executable).with_name("kbindexd")
 POLL = 0.005
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / os.sysconf("SC_CLK_TCK")
-
-
-async def wait_status(c: Client, ok: Any, within: float) -> StatusReply:
-    deadline = time.monotonic() + within
-    while True:
-        st = await c.status()
-        if ok(st):
-            return st
-        if time.monotonic() > deadline:
-            raise SystemExit(f"condition not reached within {within:.0f} s; last status: {st}")
-        await anyio.sleep(0.02)
-
-
-async def start(root: Path, work: Path, *options: str) -> tuple[Process, Path, list[str]]:
-    """kbindexd on ``root`` with its state, socket, config and log under ``work``
-    (also used by load_bench.py); returns once it answers a ping."""
-    state, sock = work / "state", work / "kbindexd.sock"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    env["XDG_CONFIG_HOME"] = str(work / "config")
-    cmd = [str(KBINDEXD), str(root), "--state-dir", str(state), "--socket", str(sock)]
-    cmd += ["--log-level", os.environ.get("KB_LOG_LEVEL", "warning"), *options]
-    log = (work / "kbindexd.log").open("wb")
-    proc = await anyio.open_process(cmd, env=env, stdout=log, stderr=log)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            async with Client.connect(sock) as c:
-                await c.ping()
-            return proc, sock, cmd
-        except ClientError:
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise SystemExit("kbindexd did not start; see kbindexd.log") from None
-            await anyio.sleep(0.02)
 
 
 async def latency(c: Client, root: Path, existing: list[Path], n: int) -> dict[str, Any]:
@@ -107,7 +64,7 @@ async def latency(c: Client, root: Path, existing: list[Path], n: int) -> dict[s
 
 
 async def burst(c: Client, root: Path, existing: list[Path], count: int) -> dict[str, Any]:
-    before = await wait_status(c, lambda s: s.pending == 0 and not s.scanning, 120)
+    before = await common.wait_status(c, lambda s: s.pending == 0 and not s.scanning, 120)
     rng = random.Random(11)
     bodies = [p.read_bytes() for p in rng.sample(existing, min(len(existing), 500))]
     payload = [
@@ -122,7 +79,7 @@ async def burst(c: Client, root: Path, existing: list[Path], count: int) -> dict
         path.write_bytes(body + f"\nburst {path.stem}\n".encode())
     written = time.perf_counter()
     want = before.indexed_files + count
-    await wait_status(c, lambda s: s.indexed_files >= want and s.pending == 0, 600)
+    await common.wait_status(c, lambda s: s.indexed_files >= want and s.pending == 0, 600)
     settled = time.perf_counter()
     return {
         "files": count,
@@ -142,39 +99,38 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     shutil.copytree(manifest["path"], root)
     existing = sorted(root.rglob("*.md"))
     out: dict[str, Any] = {"corpus": {k: manifest[k] for k in ("files", "bytes", "directories")}}
-    proc, sock, cmd = await start(root, work, "--include-ext", "*", "--scan-interval", "3600")
-    out["command"] = cmd
     try:
-        async with Client.connect(sock, client_name="live_bench") as c:
-            st = await wait_status(c, lambda s: s.last_scan_at is not None, 1200)
-            out["full_index"] = {
-                "files": st.indexed_files,
-                "seconds": round(st.last_scan_seconds or 0.0, 3),
-                "files_per_s": round(st.indexed_files / (st.last_scan_seconds or 1.0), 1),
-            }
-            out["latency"] = await latency(c, root, existing, args.changes)
-            out["burst"] = await burst(c, root, existing, args.burst)
-            out["burst"]["vs_full_index"] = round(
-                out["burst"]["files_per_s"] / out["full_index"]["files_per_s"], 3
-            )
-            await wait_status(c, lambda s: s.pending == 0 and not s.scanning, 120)
-            cpu_before = cpu_seconds(proc.pid)
-            await anyio.sleep(args.idle)
-            out["idle"] = {
-                "seconds": args.idle,
-                "cpu_seconds": round(cpu_seconds(proc.pid) - cpu_before, 3),
-            }
-            final = await c.status()
-            out["status"] = {
-                "watch": final.watch,
-                "lag": final.lag,
-                "files_moved": final.files_moved,
-            }
+        with common.running_daemon(
+            root, work, "--include-ext", "*", "--scan-interval", "3600"
+        ) as d:
+            out["command"] = d.command
+            await common.wait_serving(d)
+            async with Client.connect(d.sock, client_name="live_bench") as c:
+                st = await common.wait_status(c, lambda s: s.last_scan_at is not None, 1200)
+                out["full_index"] = {
+                    "files": st.indexed_files,
+                    "seconds": round(st.last_scan_seconds or 0.0, 3),
+                    "files_per_s": round(st.indexed_files / (st.last_scan_seconds or 1.0), 1),
+                }
+                out["latency"] = await latency(c, root, existing, args.changes)
+                out["burst"] = await burst(c, root, existing, args.burst)
+                out["burst"]["vs_full_index"] = round(
+                    out["burst"]["files_per_s"] / out["full_index"]["files_per_s"], 3
+                )
+                await common.wait_status(c, lambda s: s.pending == 0 and not s.scanning, 120)
+                cpu_before = common.cpu_seconds(d.proc.pid)
+                await anyio.sleep(args.idle)
+                out["idle"] = {
+                    "seconds": args.idle,
+                    "cpu_seconds": round(common.cpu_seconds(d.proc.pid) - cpu_before, 3),
+                }
+                final = await c.status()
+                out["status"] = {
+                    "watch": final.watch,
+                    "lag": final.lag,
+                    "files_moved": final.files_moved,
+                }
     finally:
-        with anyio.CancelScope(shield=True):
-            proc.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(60):
-                await proc.wait()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return out

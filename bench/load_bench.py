@@ -43,9 +43,7 @@ import os
 import random
 import resource
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -58,7 +56,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import live_bench
+import common
 from kbindex.proto.client import Client, ClientError, ConnectionLost, DaemonError
 from kbindex.proto.messages import StatusReply
 
@@ -108,7 +106,10 @@ def stable_token(n: int) -> str:
 
 
 def build_corpus(root: Path, files: int, seed: int) -> tuple[list[str], list[str]]:
-    """Write ``files`` files (half stable, half churn); return their relpaths."""
+    """Write ``files`` files (half stable, half churn); return their relpaths.
+
+    Not corpus.py's corpus: the checks rely on this layout (stable/ and churn/, DIRS
+    directories each) and on a token only one stable file holds."""
     words, weights = vocabulary(seed)
     rng = random.Random(seed)
     stable, churn = [], []
@@ -451,11 +452,6 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def sched_seconds(pid: int) -> tuple[float, float]:
     """(seconds on a CPU, seconds runnable but waiting for one), summed over threads."""
     on = wait = 0
@@ -468,14 +464,11 @@ def sched_seconds(pid: int) -> tuple[float, float]:
 
 def code_version() -> dict[str, str]:
     """The commit and a digest of uncommitted changes: the daemon is edited concurrently."""
-    here = Path(__file__).resolve().parent.parent
-
-    def git(*a: str) -> str:
-        r = subprocess.run(["git", *a], cwd=here, capture_output=True, text=True, check=False)
-        return r.stdout
-
-    diff = git("diff", "HEAD", "--", "daemon", "proto")
-    return {"head": git("rev-parse", "HEAD").strip(), "diff_sha1": sha1(diff.encode()).hexdigest()}
+    diff = common.git("diff", "HEAD", "--", "daemon", "proto")
+    return {
+        "head": common.git("rev-parse", "HEAD").strip(),
+        "diff_sha1": sha1(diff.encode()).hexdigest(),
+    }
 
 
 def loadavg() -> str:
@@ -538,19 +531,15 @@ def compare(disk: dict[str, tuple[int, int]], index: dict[str, tuple[int, int]])
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
-    ms = sorted(v * 1000 for v in values)
+    ms = [v * 1000 for v in values]
     if not ms:
         return {"n": 0}
-
-    def q(p: float) -> float:
-        return round(ms[min(len(ms) - 1, int(p * (len(ms) - 1) + 0.5))], 2)
-
     return {
         "n": len(ms),
-        "p50_ms": q(0.5),
-        "p90_ms": q(0.9),
-        "p99_ms": q(0.99),
-        "max_ms": round(ms[-1], 2),
+        "p50_ms": round(common.percentile(ms, 0.5), 2),
+        "p90_ms": round(common.percentile(ms, 0.9), 2),
+        "p99_ms": round(common.percentile(ms, 0.99), 2),
+        "max_ms": round(max(ms), 2),
         "mean_ms": round(statistics.fmean(ms), 2),
     }
 
@@ -597,7 +586,7 @@ async def run_pass(
         for i in range(procs)
     ]
     before = proc_status(pid)
-    cpu_before = cpu_seconds(pid)
+    cpu_before = common.cpu_seconds(pid)
     load_before = loadavg()
     for w in workers:
         w.start()
@@ -628,7 +617,7 @@ async def run_pass(
             outs.append(await anyio.to_thread.run_sync(results.get))
         writer.stop()
         await anyio.to_thread.run_sync(wthread.join)
-        cpu_load = cpu_seconds(pid) - cpu_before
+        cpu_load = common.cpu_seconds(pid) - cpu_before
         load_after = loadavg()
         async with Client.connect(sock, client_name="load_bench-check") as c:
             _, settle_s = await settle(c)
@@ -773,11 +762,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "code": code_version(),
         "work": str(work),
     }
-    proc, sock, cmd = await live_bench.start(root, work, "--scan-interval", str(args.scan_interval))
-    out["command"] = cmd
-    log_path = work / "kbindexd.log"
+    d = common.start_daemon(root, work, "--scan-interval", str(args.scan_interval))
+    out["command"] = d.command
     try:
-        async with Client.connect(sock, client_name="load_bench") as c:
+        await common.wait_serving(d)
+        async with Client.connect(d.sock, client_name="load_bench") as c:
             st, _ = await settle(c, quiet=0.5, within=600)
             while st.last_scan_at is None:
                 await anyio.sleep(0.1)
@@ -790,7 +779,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         out["passes"] = []
         for i, n in enumerate(args.passes):
             r = await run_pass(
-                args, n, proc.pid, sock, root, stable, churn, live, removed_at, args.seed + i
+                args, n, d.proc.pid, d.sock, root, stable, churn, live, removed_at, args.seed + i
             )
             out["passes"].append(r)
             print(
@@ -799,12 +788,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 file=sys.stderr,
             )
     finally:
-        with anyio.CancelScope(shield=True):
-            proc.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(60):
-                await proc.wait()
-        out["daemon_exit"] = proc.returncode
-        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        out["daemon_exit"] = common.stop_daemon(d)
+        text = d.log.read_text(errors="replace") if d.log.exists() else ""
         out["daemon_log"] = {
             "lines": len(text.splitlines()),
             "tracebacks": text.count("Traceback"),

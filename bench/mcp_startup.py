@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import random
 import shutil
 import statistics
@@ -36,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from kbindex.proto.client import Client, ClientError
+import common
+from kbindex.proto.client import Client
 
 BIN = Path(sys.executable).parent
 FRONT_END = str(BIN / "kbindex-mcp")
-DAEMON = str(BIN / "kbindexd")
 TARGET_STARTUP = 1.15
 TARGET_P50_MS = 15.0
 
@@ -69,6 +68,8 @@ WORDS = str.split(
 
 
 def make_corpus(root: Path, files: int = 400) -> None:
+    """Not corpus.py's corpus: short notes over WORDS only, so every query finds something
+    and the search stays small next to the front end's own share."""
     rng = random.Random(7)
     for n in range(files):
         body = "\n".join(
@@ -79,18 +80,10 @@ def make_corpus(root: Path, files: int = 400) -> None:
         path.write_text(f"# Note {n}\n\n{body}\n", encoding="utf-8")
 
 
-async def wait_daemon(socket: Path, deadline: float = 30.0) -> None:
-    with anyio.fail_after(deadline):
-        while True:
-            try:
-                async with Client.connect(socket) as client:
-                    await client.ping()
-                    status = await client.status()
-                    if status.last_scan_at is not None:
-                        return
-            except ClientError:
-                pass
-            await anyio.sleep(0.05)
+async def wait_daemon(d: common.Daemon) -> None:
+    await common.wait_serving(d, 30.0)
+    async with Client.connect(d.sock) as client:
+        await common.wait_scan(client, 30.0, poll=0.05)
 
 
 # ------------------------------------------------------------------ a raw stdio client
@@ -107,7 +100,7 @@ class StdioPeer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")},
+            env=common.environment(),
         )
         self._ids = itertools.count(1)
 
@@ -153,12 +146,6 @@ class StdioPeer:
             raise RuntimeError(f"{tool} failed: {result['content']}")
         return result
 
-    def peak_rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
-
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -178,14 +165,9 @@ def first_call(command: list[str], tool: str, arguments: dict[str, Any]) -> tupl
         peer.initialize()
         peer.call(tool, arguments)
         elapsed = time.perf_counter() - peer.started
-        return elapsed, peer.peak_rss_mb()
+        return elapsed, common.peak_rss_mb(peer.proc.pid)
     finally:
         peer.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def direct_round_trips(socket: Path, queries: list[str]) -> list[float]:
@@ -205,19 +187,15 @@ def main() -> int:
     args = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="kbmcp-", dir="/tmp"))
-    daemon: subprocess.Popen[bytes] | None = None
+    daemon: common.Daemon | None = None
     try:
-        root, socket = base / "root", base / "kb.sock"
+        root = base / "root"
         make_corpus(root)
         minimal = base / "minimal_server.py"
         minimal.write_text(MINIMAL_SERVER)
-        with (base / "kbindexd.log").open("wb") as log:
-            daemon = subprocess.Popen(
-                [DAEMON, str(root), "--state-dir", str(base / "state"), "--socket", str(socket)],
-                stdout=log,
-                stderr=log,
-            )
-        anyio.run(wait_daemon, socket)
+        daemon = common.start_daemon(root, base)
+        socket = daemon.sock
+        anyio.run(wait_daemon, daemon)
 
         servers = {
             "minimal SDK server": ([sys.executable, str(minimal)], "echo", {"text": "hi"}),
@@ -248,8 +226,7 @@ def main() -> int:
         direct = anyio.run(direct_round_trips, socket, queries)
     finally:
         if daemon is not None:
-            daemon.terminate()
-            daemon.wait(timeout=15)
+            common.stop_daemon(daemon)
         shutil.rmtree(base, ignore_errors=True)
 
     print(f"startup: spawn -> first tools/call result, medians of {args.runs} runs")
@@ -274,9 +251,9 @@ def main() -> int:
         ("MCP client -> kbindex-mcp -> daemon", through),
         ("client -> daemon", direct),
     ):
-        p50_ms, p99_ms = percentile(times, 0.5) * 1000, percentile(times, 0.99) * 1000
+        p50_ms, p99_ms = common.percentile(times, 0.5) * 1000, common.percentile(times, 0.99) * 1000
         print(f"{label:<36}{p50_ms:>10.2f}{p99_ms:>10.2f}")
-    p50 = percentile(through, 0.5) * 1000
+    p50 = common.percentile(through, 0.5) * 1000
     print(f"(target: p50 under {TARGET_P50_MS:.0f} ms through the front end: {p50:.2f} ms)")
     ok = ours_s <= base_s * TARGET_STARTUP and ours_rss <= base_rss * TARGET_STARTUP
     return 0 if ok and p50 < TARGET_P50_MS else 1

@@ -16,9 +16,9 @@ here), and both are asked through this checkout's client.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,23 +26,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import common
 import corpus
 import index_bench
 from kbindex.proto.client import Client
 
 
-async def _serving(sock: Path, within: float) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            async with Client.connect(sock) as c:
-                async for _ in c.refresh_wait(full=False):
-                    pass
-                return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await anyio.sleep(0.2)
+async def _first_scan(d: common.Daemon) -> None:
+    await common.wait_serving(d, 600.0)
+    async with Client.connect(d.sock) as c:
+        async for _ in c.refresh_wait(full=False):
+            pass
 
 
 async def _compare(socks: tuple[Path, Path], queries: list[tuple[str, str]]) -> dict[str, Any]:
@@ -91,25 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     manifest = corpus.build(root, args.files, args.mb, args.seed)
     queries = index_bench.make_queries(manifest["queries"], 80, args.seed)
     work = Path(tempfile.mkdtemp(prefix="kbindex-ab-", dir="/tmp"))
-    procs = []
+    options = ("--watch", "off", "--scan-interval", "100000")
     try:
-        socks = (work / "a.sock", work / "b.sock")
-        for name, exe, sock in zip("ab", (args.a, args.b), socks, strict=True):
-            state = work / f"state-{name}"
-            if args.state:
-                shutil.copytree(args.state, state, ignore=shutil.ignore_patterns("*sock*"))
-            elif name == "b":  # one first scan (by A), then a copy for B
-                shutil.copytree(work / "state-a", state)
-            cmd = [str(exe), str(root), "--state-dir", str(state), "--socket", str(sock)]
-            cmd += ["--watch", "off", "--scan-interval", "100000", "--log-level", "warning"]
-            log = (work / f"{name}.log").open("wb")
-            procs.append(subprocess.Popen(cmd, stdout=log, stderr=log))
-            anyio.run(_serving, sock, 600.0)
-        out = anyio.run(_compare, socks, queries)
+        with contextlib.ExitStack() as daemons:
+            for name, exe in zip("ab", (args.a, args.b), strict=True):
+                state = work / f"state-{name}"
+                if args.state:
+                    shutil.copytree(args.state, state, ignore=shutil.ignore_patterns("*sock*"))
+                elif name == "b":  # one first scan (by A), then a copy for B
+                    shutil.copytree(work / "state-a", state)
+                run = common.running_daemon(root, work, *options, exe=exe, name=name)
+                anyio.run(_first_scan, daemons.enter_context(run))
+            out = anyio.run(_compare, (work / "a.sock", work / "b.sock"), queries)
     finally:
-        for proc in procs:
-            proc.terminate()
-            proc.wait(30)
         shutil.rmtree(work, ignore_errors=True)
     pa, pb = out["pings"]
     print(f"ping p50          A {statistics.median(pa):6.3f}  B {statistics.median(pb):6.3f} ms")
@@ -120,19 +108,16 @@ def main(argv: list[str] | None = None) -> int:
         a50, b50 = statistics.median(ta), statistics.median(tb)
         print(f"{kind:9s} p50      A {a50:6.2f}  B {b50:6.2f} ms")
     ratios = [b / a for a, b in zip(*every, strict=True)]
+    p99 = [common.percentile(ms, 0.99) for ms in every]
     print(
-        f"all p50 / p99     A {statistics.median(every[0]):6.2f} / {_p99(every[0]):.2f}"
-        f"  B {statistics.median(every[1]):6.2f} / {_p99(every[1]):.2f} ms;"
+        f"all p50 / p99     A {statistics.median(every[0]):6.2f} / {p99[0]:.2f}"
+        f"  B {statistics.median(every[1]):6.2f} / {p99[1]:.2f} ms;"
         f" median B/A {statistics.median(ratios):.3f}"
     )
     print(f"queries whose hits or total_hits differ: {len(out['differ'])} of {len(queries)}")
     for q in out["differ"][:10]:
         print("  ", q)
     return 1 if out["differ"] else 0
-
-
-def _p99(values: list[float]) -> float:
-    return sorted(values)[int(len(values) * 0.99)]
 
 
 if __name__ == "__main__":
