@@ -1,7 +1,9 @@
 """What the daemon knows about its own state, for ``status`` and search freshness.
 
 One mutable object owned by the composition root and updated by the indexer and the
-watcher: status is always computed from live facts on request, never from a file.
+watcher: status is always computed from live facts on request, never from a file. The
+types here are the daemon's own; ``replies`` turns them into protocol messages, so a
+change to the protocol stops at the edge.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
-
-from kbindex.proto.messages import FileIssue, Freshness, LagReport, ReconcileReport, ScanProgress
 
 RECENT_ERRORS = 20
 LAG_WINDOW_SECONDS: Final = 300.0
@@ -29,6 +29,45 @@ SEVERITY: Final = {
 """Watcher states from best to worst; the freshness of a search shows the worst."""
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """The refresh under way: ``phase`` is ``scanning`` or ``indexing``."""
+
+    phase: str
+    done: int
+    total: int
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What the last whole-root refresh found."""
+
+    at: float
+    seconds: float
+    files_seen: int
+    changed: int
+    removed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A file or directory that could not be read or listed, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """Seconds from a file event to its change being searchable."""
+
+    last_seconds: float | None
+    max_seconds: float | None
+    """The longest within LAG_WINDOW_SECONDS."""
+    samples: int
+
+
 @dataclass
 class RootHealth:
     state: str = "ok"
@@ -40,7 +79,7 @@ class RootHealth:
     watch_detail: str = ""
     poll_seconds: float | None = None
     last_event_at: float | None = None
-    last_reconcile: ReconcileReport | None = None
+    last_reconcile: Reconciled | None = None
 
     @property
     def shown_state(self) -> str:
@@ -60,9 +99,9 @@ class Health:
     started_at: float = field(default_factory=time.time)
     last_scan_at: float | None = None
     last_scan_seconds: float | None = None
-    progress: ScanProgress | None = None
+    progress: Progress | None = None
     errors_encountered: int = 0
-    recent_errors: deque[FileIssue] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
+    recent_errors: deque[Problem] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
     roots: dict[str, RootHealth] = field(default_factory=dict)
     files_read: int = 0
     files_moved: int = 0
@@ -87,7 +126,7 @@ class Health:
 
     def error(self, path: str, reason: str) -> None:
         self.errors_encountered += 1
-        self.recent_errors.appendleft(FileIssue(path=path, reason=reason))
+        self.recent_errors.appendleft(Problem(path, reason))
 
     def root(self, path: str) -> RootHealth:
         return self.roots.setdefault(path, RootHealth())
@@ -96,29 +135,14 @@ class Health:
         self.last_lag = seconds
         self.lags.append((time.monotonic(), seconds))
 
-    def lag(self) -> LagReport:
+    def lag(self) -> Lag:
         horizon = time.monotonic() - LAG_WINDOW_SECONDS
         recent = [lag for at, lag in self.lags if at >= horizon]
-        return LagReport(
-            last_seconds=_round(self.last_lag),
-            max_seconds=_round(max(recent)) if recent else None,
-            window_seconds=LAG_WINDOW_SECONDS,
-            samples=len(recent),
-        )
+        return Lag(_round(self.last_lag), _round(max(recent)) if recent else None, len(recent))
 
     def watch_state(self) -> str:
         states = [rh.shown_state for rh in self.roots.values()]
         return max(states, key=lambda s: SEVERITY.get(s, 3), default="")
-
-    def freshness(self) -> Freshness:
-        return Freshness(
-            last_scan_at=self.last_scan_at,
-            scanning=self.scanning,
-            pending=self.pending,
-            watch=self.watch_state(),
-            lag_seconds=self.lag().max_seconds,
-            index_error=self.index_error,
-        )
 
 
 def _round(value: float | None) -> float | None:

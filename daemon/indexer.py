@@ -23,12 +23,11 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from kbindex.daemon import documents, textfile
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import Health, Progress, Reconciled
 from kbindex.daemon.ignore import Chain, IgnoreRules
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.scanner import Seen, Walk, walk
 from kbindex.daemon.store import Known, Store, Update, is_damage, is_unwritable
-from kbindex.proto.messages import ReconcileReport, ScanProgress
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,7 @@ WARNED_CAP: Final = 10_000
 CHECKPOINT_AFTER_FILES: Final = 1000
 """A refresh that wrote this many files empties the WAL when it ends."""
 
-ProgressCallback = Callable[[ScanProgress], Awaitable[None]]
+ProgressCallback = Callable[[Progress], Awaitable[None]]
 T = TypeVar("T")
 
 
@@ -115,7 +114,7 @@ class Indexer:
         """Refresh ``scope`` (None: every root). ``full`` re-reads unchanged files too."""
         async with self._job:
             started = time.monotonic()
-            progress = ScanProgress(phase="scanning", done=0, total=0, started_at=time.time())
+            progress = Progress("scanning", 0, 0, time.time())
             self.health.progress = progress
             try:
                 outcome = await self._refresh(scope, full, on_progress, started)
@@ -191,7 +190,7 @@ class Indexer:
             p for p in known if p not in seen and not any(p.startswith(u + "/") for u in unlisted)
         ]
         total = len(changed)
-        progress = ScanProgress(phase="indexing", done=0, total=total, started_at=time.time())
+        progress = Progress("indexing", 0, total, time.time())
         self.health.progress = progress
         if on_progress is not None:
             await on_progress(progress)
@@ -220,9 +219,7 @@ class Indexer:
                 await self._write(self.store.apply, updates, [p for p in vanished if p in known])
                 self.health.files_read += len(updates)
                 done += count
-                progress = ScanProgress(
-                    phase="indexing", done=done, total=total, started_at=progress.started_at
-                )
+                progress = Progress("indexing", done, total, progress.started_at)
                 self.health.progress = progress
                 if on_progress is not None:
                     await on_progress(progress)
@@ -261,7 +258,7 @@ class Indexer:
                 continue
             root = str(target.root)
             prefix = root + "/"
-            self.health.root(root).last_reconcile = ReconcileReport(
+            self.health.root(root).last_reconcile = Reconciled(
                 at=time.time(),
                 seconds=round(seconds, 4),
                 files_seen=sum(1 for s in seen.values() if s.root == root),

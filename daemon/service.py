@@ -20,7 +20,8 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from kbindex.daemon import config_file, searcher, textfile
+from kbindex.daemon import config_file, replies, searcher, textfile
+from kbindex.daemon import health as state
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.explanation import FileState, explain
@@ -57,7 +58,6 @@ from kbindex.proto.messages import (
     Request,
     RootsReply,
     RootStatus,
-    ScanProgress,
     Search,
     SearchReply,
     Status,
@@ -246,10 +246,10 @@ class Service:
             last_scan_at=health.last_scan_at,
             last_scan_seconds=health.last_scan_seconds,
             scanning=health.scanning,
-            progress=health.progress,
+            progress=replies.progress(health.progress),
             skipped=counts.skipped,
             errors_encountered=health.errors_encountered,
-            recent_errors=list(health.recent_errors),
+            recent_errors=replies.problems(health),
             roots=self._root_statuses(counts.per_root),
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
@@ -259,30 +259,21 @@ class Service:
             watch=health.watch_state(),
             pending=health.pending,
             last_event_at=health.last_event_at,
-            lag=health.lag(),
+            lag=replies.lag(health.lag()),
             files_read=health.files_read,
             files_moved=health.files_moved,
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
-        statuses = []
-        for root in self.roots.paths:
-            rh = self.health.root(str(root))
-            statuses.append(
-                RootStatus(
-                    path=str(root),
-                    state=rh.shown_state,
-                    detail=rh.shown_detail,
-                    files=files.get(str(root), 0),
-                    last_scan_at=rh.last_scan_at,
-                    watch=rh.watch,
-                    poll_seconds=rh.poll_seconds,
-                    last_event_at=rh.last_event_at,
-                    last_reconcile=rh.last_reconcile,
-                    pending=self.changes.depth_of(str(root)) if self.changes else 0,
-                )
+        return [
+            replies.root_status(
+                str(root),
+                self.health.root(str(root)),
+                files.get(str(root), 0),
+                self.changes.depth_of(str(root)) if self.changes else 0,
             )
-        return statuses
+            for root in self.roots.paths
+        ]
 
     async def search(self, request: Search) -> SearchReply:
         limit = _limit(request.limit)
@@ -293,7 +284,7 @@ class Service:
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
-            freshness=self.health.freshness(),
+            freshness=replies.freshness(self.health),
         )
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
@@ -323,7 +314,7 @@ class Service:
             self.background.start_soon(self._refresh_in_background, scope, request.full)
             return RefreshReply(queued=True)
 
-        async def on_progress(p: ScanProgress) -> None:
+        async def on_progress(p: state.Progress) -> None:
             # A client that leaves during the refresh must not cut it short.
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await emit(Progress(phase=p.phase, done=p.done, total=p.total))

@@ -1,0 +1,71 @@
+"""The daemon's state as protocol messages: the one place ``health`` meets the wire.
+
+The indexer, the watcher and the reconciler record what happens in ``health`` types of
+their own; status and search replies are built from them here, so a change to the
+protocol touches this module and ``service``, never the core.
+"""
+
+from __future__ import annotations
+
+from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
+from kbindex.proto.messages import (
+    FileIssue,
+    Freshness,
+    LagReport,
+    ReconcileReport,
+    RootStatus,
+    ScanProgress,
+)
+
+
+def progress(p: Progress | None) -> ScanProgress | None:
+    if p is None:
+        return None
+    return ScanProgress(phase=p.phase, done=p.done, total=p.total, started_at=p.started_at)
+
+
+def lag(value: Lag) -> LagReport:
+    return LagReport(
+        last_seconds=value.last_seconds,
+        max_seconds=value.max_seconds,
+        window_seconds=LAG_WINDOW_SECONDS,
+        samples=value.samples,
+    )
+
+
+def problems(health: Health) -> list[FileIssue]:
+    return [FileIssue(path=p.path, reason=p.reason) for p in health.recent_errors]
+
+
+def freshness(health: Health) -> Freshness:
+    return Freshness(
+        last_scan_at=health.last_scan_at,
+        scanning=health.scanning,
+        pending=health.pending,
+        watch=health.watch_state(),
+        lag_seconds=health.lag().max_seconds,
+        index_error=health.index_error,
+    )
+
+
+def _reconcile(r: Reconciled | None) -> ReconcileReport | None:
+    if r is None:
+        return None
+    return ReconcileReport(
+        at=r.at, seconds=r.seconds, files_seen=r.files_seen, changed=r.changed, removed=r.removed
+    )
+
+
+def root_status(path: str, rh: RootHealth, files: int, pending: int) -> RootStatus:
+    return RootStatus(
+        path=path,
+        state=rh.shown_state,
+        detail=rh.shown_detail,
+        files=files,
+        last_scan_at=rh.last_scan_at,
+        watch=rh.watch,
+        poll_seconds=rh.poll_seconds,
+        last_event_at=rh.last_event_at,
+        last_reconcile=_reconcile(rh.last_reconcile),
+        pending=pending,
+    )
