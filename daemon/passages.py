@@ -13,6 +13,9 @@ Needles are the query's words, lower-cased (``Compiled.terms``). Porter stemming
 matched ``picks`` for ``pick`` and ``scheduling`` for ``scheduler``; a needle of five
 letters or more also matches by its stem (common English suffixes cut), so the
 passage shown is where the search matched.
+
+Matches are marked ``⟦`` ``⟧`` (``MATCH_OPEN``, ``MATCH_CLOSE``), characters that
+ordinary text and Markdown do not use; where the text has them, it shows ``[ ]``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
+
+from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 
 OPEN: Final = "\x01"
 CLOSE: Final = "\x02"
@@ -139,7 +144,7 @@ def _occurrences(
 
 def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     """(snippet, line) of the line with the most distinct needles, the first such
-    line (1-based), with the needles marked as ``**bold**``; None when none occurs."""
+    line (1-based), with the needles marked ``⟦`` ``⟧``; None when none occurs."""
     if not needles:
         return None
     # Lines are found on the lower-cased body (the same offsets unless lower()
@@ -281,13 +286,17 @@ def _window(text: str, centre: int) -> str:
     return (ELLIPSIS if begin > 0 else "") + text[begin:end] + (ELLIPSIS if end < len(text) else "")
 
 
+_OWN_MARKS: Final = str.maketrans({OPEN: None, CLOSE: None, MATCH_OPEN: "[", MATCH_CLOSE: "]"})
+
+
 def _unmarked(text: str) -> str:
-    """``text`` without the mark characters a file may hold itself."""
-    return text.replace(OPEN, "").replace(CLOSE, "")
+    """``text`` without the mark characters a file may hold itself: ``⟦ ⟧`` in a
+    snippet are then always marks."""
+    return text.translate(_OWN_MARKS)
 
 
 def clean(snippet: str) -> str:
-    """One line of text with ``**`` around the marked words."""
+    """One line of text with ``⟦`` ``⟧`` around the marked words."""
     text = " ".join(snippet.split())  # what a regex of \s+ and strip() give, 5x faster
     # Adjacent marks (parse|Http|Request) read better as one.
-    return text.replace(CLOSE + OPEN, "").replace(OPEN, "**").replace(CLOSE, "**")
+    return text.replace(CLOSE + OPEN, "").replace(OPEN, MATCH_OPEN).replace(CLOSE, MATCH_CLOSE)

@@ -52,7 +52,7 @@ _HIT: Final = _object(
         **_FILE_FIELDS,
         "title": {"type": "string", "description": "Document title, if it has one."},
         "line": {"type": "integer", "description": "1-based line of the best match."},
-        "snippet": {"type": "string", "description": "Matching text, matches in **bold**."},
+        "snippet": {"type": "string", "description": "Matching text, each match between ⟦ and ⟧."},
         "score": {"type": "number", "description": "Relevance; higher is better."},
     }
 )
