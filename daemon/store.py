@@ -34,7 +34,7 @@ from kbindex.daemon.textfile import Loaded, Skipped
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = exactindex.TOKENIZER
 KEPT_COPIES: Final = 3
@@ -104,6 +104,12 @@ ALTER TABLE files ADD COLUMN dev INTEGER NOT NULL DEFAULT 0;
 # v4 records what git's index compares besides size and mtime (``Seen.signature``). The
 # zeros of existing rows never match a real file, so the next scan re-reads each once.
 
+_SCHEMA_V5: Final = "UPDATE files SET ctime_ns = 0, ino = 0, dev = 0"
+# v5: ``subwords`` also holds the tokens of symbol terms (C++ → cplusplus, .NET →
+# dotnet; ``tokens``). The columns stay, so no table is rebuilt: as in v4, zeroed stamps
+# make the next scan re-read each file once and derive its columns again, and until
+# then searches keep answering from the old ones.
+
 # Migration N takes a database at user_version N-1 to N. An FTS5 table cannot be
 # altered in place, so migrations that change it drop it and forget the files'
 # metadata: the next scan re-reads everything.
@@ -112,6 +118,7 @@ MIGRATIONS: Final[dict[int, str]] = {
     2: _SCHEMA_V2,
     3: _SCHEMA_V3,
     4: _SCHEMA_V4,
+    5: _SCHEMA_V5,
 }
 
 
