@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
 import msgspec
-from kbindex.proto.messages import FindFilesReply, Progress, SearchReply, StatusReply
+from kbindex.proto.messages import (
+    MATCH_CLOSE,
+    MATCH_OPEN,
+    FindFilesReply,
+    Progress,
+    SearchReply,
+    StatusReply,
+)
 from kbindex.proto.report import ago
 
 BOLD = "\x1b[1m"
@@ -69,14 +77,15 @@ def status(reply: StatusReply) -> str:
 
 
 def search(reply: SearchReply, *, color: bool) -> str:
+    """``color``: matches in bold (unless NO_COLOR is set), else marked ``⟦ ⟧``."""
     if not reply.hits:
         return "no matches"
+    bold = color and not os.environ.get("NO_COLOR")
     out: list[str] = []
     for hit in reply.hits:
         snippet = hit.snippet
-        if color:
-            parts = snippet.split("**")
-            snippet = "".join(p if i % 2 == 0 else f"{BOLD}{p}{RESET}" for i, p in enumerate(parts))
+        if bold:
+            snippet = snippet.replace(MATCH_OPEN, BOLD).replace(MATCH_CLOSE, RESET)
         out.append(f"{hit.path}:{hit.line}  ({hit.score:.2f})")
         out.append(f"    {snippet}")
     shown = len(reply.hits)

@@ -75,7 +75,7 @@ def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:
     # The title is part of the body (a heading or front matter), so only the path and
     # the body feed the derived columns.
     found = tokens.chunks(relpath, body)
-    subwords, grams = tokens.subwords_of(found), tokens.grams(relpath, body)
+    subwords, grams = tokens.subwords_of(found, relpath, body), tokens.grams(relpath, body)
     return (relpath, title, body, subwords, grams), _exact(found, subwords, grams)
 
 

@@ -15,7 +15,8 @@ Each word is searched in every spelling the index knows (``tokens``): an identif
 whole and by its parts (``parseHttpRequest`` also as the phrase ``parse http request``,
 ``max_file_size_mb`` also as ``maxfilesizemb``), a run of Chinese or Japanese as the
 phrase of its character bigrams. A document holding the exact spelling matches every
-alternative and so ranks first.
+alternative and so ranks first. A symbol term (``C++``, ``C#``, ``.NET``) is searched
+as its own token only (``tokens.symbol_token``): never as the bare ``c`` or ``net``.
 
 A prefix term (``deprecat*``) depends on the words the index holds: it stands in the
 expression as ``prefixes.placeholder`` and the searcher resolves it (see ``prefixes``).
@@ -44,6 +45,8 @@ _TOKEN = re.compile(r'(-?)"([^"]*)"?(\*?)|(\S+)')
 # Punctuation around a word is not part of it: parseHttpRequest(), `max_file_size`,
 # "see foo.bar." Inner punctuation stays (paths, dotted names, kebab-case).
 _EDGE = re.compile(r"^[^\w]+|[^\w*]+$")
+_AROUND_SYMBOL = re.compile(r"[^\w.]*(.*?)[^\w*+#]*")
+"""The same around a symbol term, whose own ``.``, ``++`` or ``#`` stays (``(C++),``)."""
 _TEXT_COLUMNS: Final = "name title body"
 """The columns holding the document's own text (not derived words)."""
 
@@ -78,6 +81,9 @@ class Term:
         if tokens.has_unsegmented(self.text):
             items = self._unsegmented(loose=False)
             return items[0] if len(items) == 1 else "(" + " AND ".join(items) + ")"
+        symbol = tokens.symbol_token(self.text)
+        if symbol:
+            return fts5_string(symbol)
         if self.prefix:
             return prefixes.placeholder(self.text)
         if not self.phrase:
@@ -95,14 +101,18 @@ class Term:
     def exact_prefix(self) -> bool:
         """A prefix term run by its whole words (``prefixes``): all but CJK runs, whose
         bigrams porter never touches."""
-        return self.prefix and not tokens.has_unsegmented(self.text)
+        return (
+            self.prefix
+            and not tokens.has_unsegmented(self.text)
+            and not tokens.symbol_token(self.text)
+        )
 
     def loose(self) -> list[str]:
         """This term as items of a ranked OR (``any`` mode): the words it is made of, each
         on its own, plus the spellings that join or split them."""
         if tokens.has_unsegmented(self.text):
             return self._unsegmented(loose=True)
-        if self.phrase or self.prefix:
+        if self.phrase or self.prefix or tokens.symbol_token(self.text):
             return [self.fts()]
         # Trigger: a question holds "0-dimensional", "IL-10", "max_file_size". Why split:
         # as one phrase, a document with "dimensional" alone scored nothing for it
@@ -148,6 +158,8 @@ class Term:
             rest = re.findall(r"\w+", tokens.without_unsegmented(self.text))
             return [r.lower() for r in runs] + [w.lower() for w in rest]
         text = self.text.lower()
+        if tokens.symbol_token(self.text):
+            return [text]  # not its word alone: "c" would mark every c
         # A phrase matches across punctuation and line breaks, so its words are
         # needles too (after the phrase itself, which wins where it occurs as typed).
         parts = [w.lower() for w in tokens.WORD.findall(self.text)] if self.phrase else []
@@ -196,9 +208,13 @@ def parse(query: str) -> list[Term]:
             # "--verbose" is an option someone looks for and "-2" a number, not exclusions.
             negated = len(word) > 1 and word[0] == "-" and (word[1].isalpha() or word[1] == "_")
             body = word[1:] if negated else word
-            body = _EDGE.sub("", body)
-            prefix = body.endswith("*")
-            body = body.rstrip("*")
+            symbol = _AROUND_SYMBOL.fullmatch(body)
+            if symbol and tokens.symbol_token(symbol.group(1)):
+                body, prefix = symbol.group(1), False
+            else:
+                body = _EDGE.sub("", body)
+                prefix = body.endswith("*")
+                body = body.rstrip("*")
             term = Term(body, phrase=False, prefix=prefix, negated=negated)
         else:
             term = Term(phrase_text, phrase=True, prefix=bool(star), negated=bool(neg))

@@ -104,10 +104,8 @@ INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
 """
 # v5 brings docs_exact back into this file, written by the one writer in the same
 # transaction as docs: no second file to keep in step, repair or attach. The old file
-# (``LEGACY_EXACT_FILE``) is deleted on open; v4 already had every file read again.
-
-LEGACY_EXACT_SUFFIX: Final = "-exact"
-"""``index.sqlite3`` had ``index-exact.sqlite3`` beside it from v3 to v4."""
+# (``store.legacy_exact_path``) is deleted on open. Every file is read again, which also
+# derives the tokens of symbol terms in ``subwords`` (C++ -> cplusplus; ``tokens``).
 
 MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 

@@ -17,6 +17,16 @@ Thai text (no spaces between words), so a two-character word inside it is unreac
 Every run becomes its overlapping character bigrams (``東京都`` → ``東京 京都 都``); a
 query run becomes the phrase of its bigrams, which matches exactly where it occurs.
 Documents without such text store nothing extra.
+
+Symbol terms: unicode61 drops ``+``, ``#`` and ``.``, so ``C++`` and ``C#`` index as
+the bare letter ``c`` and ``.NET`` as ``net``. A word directly followed by ``++`` or
+``#`` (``++`` perhaps with a version: ``C++17``), or a word after a ``.`` that starts a term
+(``.NET``, ``.gitignore``), standing alone (no word character or ``.`` before it, no
+word character after it), also gets a token of its own in ``subwords``: ``C++`` →
+``cplusplus``, ``C++17`` → ``cplusplus`` and ``cplusplus17``, ``C#`` → ``csharp``,
+``F#`` → ``fsharp``, ``.NET`` → ``dotnet``. A query for such a term asks for that
+token only (``symbol_token``), and a snippet marks the term only where it stands
+alone (``symbol_at``).
 """
 
 from __future__ import annotations
@@ -51,6 +61,20 @@ _UNSEGMENTED_RANGES: Final = (
     "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
     "\uff66-\uff9f\U00020000-\U0003134f"
 )
+_SYMBOL: Final = (
+    r"(?:\.([A-Za-z][A-Za-z0-9]{0,39})"  # .NET
+    r"|([A-Za-z][A-Za-z0-9]{0,39})(?:\+\+([0-9]*)|(#)))"  # C++, C++17, C#
+)
+_ALONE: Final = re.compile(rf"(?<![\w.]){_SYMBOL}(?![\w+#]|\.\w)")
+"""A symbol term where it stands alone in a text: ``C++`` but not ``libc++`` or
+``C++x``, ``.NET`` but not ``ASP.NET`` or ``example.net``."""
+_TYPED: Final = re.compile(_SYMBOL)
+_ALNUM: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_CANDIDATE: Final = re.compile(
+    r"\.(?=[A-Za-z])(?<![\w.]\.)|\+\+(?<=[A-Za-z0-9]\+\+)|#(?<=[A-Za-z0-9]#)"
+)
+"""Where a symbol term may be. Why not ``_ALONE`` itself: a pattern that starts with a
+word is tried at every letter, several times slower than one starting at a symbol."""
 _UNSEGMENTED_RUN: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]+")
 _ANY_UNSEGMENTED: Final = re.compile(f"[{_UNSEGMENTED_RANGES}]")
 
@@ -119,12 +143,13 @@ def chunks(*texts: str) -> dict[bytes, None]:
 
 def subwords(*texts: str) -> str:
     """The ``subwords`` column of a document (its path, title and body): one line per
-    distinct compound identifier, in order of first appearance."""
-    return subwords_of(chunks(*texts))
+    distinct compound identifier, in order of first appearance, then a line of its
+    symbol terms' tokens."""
+    return subwords_of(chunks(*texts), *texts)
 
 
-def subwords_of(found: dict[bytes, None]) -> str:
-    """``subwords`` of the texts whose ``chunks`` are ``found``."""
+def subwords_of(found: dict[bytes, None], *texts: str) -> str:
+    """``subwords`` of ``texts``, whose ``chunks`` are ``found``."""
     lines: dict[str, None] = {}
     for chunk in found:
         # Plain words (most of them) are rejected by C-level checks before any decoding;
@@ -138,6 +163,9 @@ def subwords_of(found: dict[bytes, None]) -> str:
             words = _raw_identifier_words(raw)
             if words:
                 lines[words] = None
+    symbols = symbol_words(*texts)
+    if symbols:
+        lines[symbols] = None
     return "\n".join(lines)
 
 
@@ -162,6 +190,47 @@ def identifier_alternatives(text: str) -> tuple[str, str, str] | None:
     if len(parts) < 2:
         return None
     return text, " ".join(parts), "".join(parts)
+
+
+# ------------------------------------------------------------------ symbol terms
+
+
+def _symbol_tokens(match: re.Match[str]) -> list[str]:
+    dotted, word, version, sharp = match.groups()
+    if dotted is not None:
+        return ["dot" + dotted.lower()]
+    if sharp is not None:
+        return [word.lower() + "sharp"]
+    token = word.lower() + "plusplus"
+    return [token, token + version] if version else [token]
+
+
+def symbol_words(*texts: str) -> str:
+    """The symbol terms' tokens of ``texts``, distinct, space-separated ("" if none)."""
+    found: dict[str, None] = {}
+    for text in texts:
+        for candidate in _CANDIDATE.finditer(text):
+            start = end = candidate.start()
+            if text[start] != ".":  # back to the start of the word before the symbol
+                while start > max(0, end - 41) and text[start - 1] in _ALNUM:
+                    start -= 1
+            alone = _ALONE.match(text, start)
+            if alone is not None:
+                found.update(dict.fromkeys(_symbol_tokens(alone)))
+    return " ".join(found)
+
+
+def symbol_token(text: str) -> str | None:
+    """The token of a query word that is one symbol term (``C++`` → ``cplusplus``)."""
+    typed = _TYPED.fullmatch(text)
+    return _symbol_tokens(typed)[-1] if typed else None
+
+
+def symbol_at(text: str, start: int, stop: int) -> bool:
+    """Whether ``text[start:stop]``, a symbol term, stands alone there as the index
+    sees one (``C++`` in ``C++17`` does; in ``libc++`` it does not)."""
+    alone = _ALONE.match(text, start)
+    return alone is not None and stop in (alone.end(), alone.start(3))
 
 
 # ------------------------------------------------------------------ unsegmented scripts

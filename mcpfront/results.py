@@ -14,6 +14,8 @@ from urllib.parse import quote
 import msgspec
 from kbindex.proto import report
 from kbindex.proto.messages import (
+    MATCH_CLOSE,
+    MATCH_OPEN,
     FileInfo,
     FindFilesReply,
     Freshness,
@@ -86,6 +88,15 @@ def _freshness_text(fresh: Freshness | None) -> str:
     return text
 
 
+def _snippet(text: str) -> str:
+    """Clipped, without a ``⟦`` whose ``⟧`` the clip cut off."""
+    clipped = _clip(text, SNIPPET_CHARS)
+    if clipped.count(MATCH_OPEN) > clipped.count(MATCH_CLOSE):
+        before, _, after = clipped.rpartition(MATCH_OPEN)
+        clipped = before + after
+    return clipped
+
+
 def _hit(hit: Hit) -> dict[str, Any]:
     return {
         "path": hit.path,
@@ -93,7 +104,7 @@ def _hit(hit: Hit) -> dict[str, Any]:
         "root": hit.root,
         "title": hit.title,
         "line": hit.line,
-        "snippet": _clip(hit.snippet, SNIPPET_CHARS),
+        "snippet": _snippet(hit.snippet),
         "score": round(hit.score, 4),
         "last_modified": iso(hit.last_modified),
         "size": hit.size,

@@ -53,7 +53,7 @@ SEARCH: Final = types.Tool(
         "Full-text search of the user's local files (notes, docs, code). Words match in "
         'any order (long questions rank by words matched); "a phrase" is exact, -word '
         "excludes, pre* matches word starts. Returns files with the line of the best "
-        "match and a snippet; then read_file(path, start_line=line-5)."
+        "match and a snippet (matches between ⟦ ⟧); then read_file(path, start_line=line-5)."
     ),
     input_schema={
         "type": "object",

@@ -280,6 +280,13 @@ class Freshness(msgspec.Struct, kw_only=True):
     """Non-empty while the index cannot be written: answers may be out of date."""
 
 
+MATCH_OPEN: Final = "\u27e6"
+MATCH_CLOSE: Final = "\u27e7"
+"""``⟦`` and ``⟧`` (U+27E6, U+27E7) around each match in ``Hit.snippet``. Why not
+``**``: a note's own Markdown bold looked like a match. A snippet holds these two
+characters only as marks: where the text itself has them, it shows ``[`` and ``]``."""
+
+
 class Hit(msgspec.Struct, kw_only=True):
     path: str
     root: str

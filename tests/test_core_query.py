@@ -109,7 +109,7 @@ async def test_results_have_line_snippet_and_bounds(daemon: Daemon) -> None:
         filtered = await c.search("needle", limit=5, path="many1*")
     hit = reply.hits[0]
     assert hit.line == 40
-    assert "**needle**" in hit.snippet and len(hit.snippet) <= 420
+    assert "⟦needle⟧" in hit.snippet and len(hit.snippet) <= 420
     assert hit.size == (daemon.root / "long.txt").stat().st_size
     assert many.total_hits == 16 and len(many.hits) == 5 and many.truncated
     assert filtered.total_hits == 6 and len(filtered.hits) == 5 and filtered.truncated

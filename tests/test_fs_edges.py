@@ -155,7 +155,7 @@ async def test_a_nul_past_the_binary_sample_does_not_cut_the_text(daemon: Daemon
         await until_paths(c, "beforenul", ["nul.txt"])
         await until_paths(c, "aftern*", ["nul.txt"])  # the exact index holds it too
         hit = (await c.search("afternul")).hits[0]
-        assert "**afternul**" in hit.snippet
+        assert "⟦afternul⟧" in hit.snippet
 
 
 async def test_case_only_renames_leave_one_document(daemon: Daemon) -> None:

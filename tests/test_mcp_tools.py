@@ -42,7 +42,7 @@ async def test_every_tool_and_the_resource_template(daemon: Daemon, mode: str) -
         assert first["relpath"] == "docs/scheduler.md"
         assert first["path"] == str(root / "docs" / "scheduler.md")
         assert first["line"] == 5
-        assert "**picks**" in first["snippet"]
+        assert "⟦picks⟧" in first["snippet"]
         assert first["last_modified"].endswith("Z")
         assert found["freshness"]["last_scan"] is not None
         assert found["truncated"] is False

@@ -18,7 +18,7 @@ def passage(body: str, query: str) -> tuple[str, int] | None:
 def test_the_line_with_most_distinct_words_wins_over_the_first() -> None:
     body = "a scheduler note\n\nunrelated\nthe scheduler picks the next task\n"
     assert passage(body, "scheduler next task") == (
-        "the **scheduler** picks the **next** **task**",
+        "the ⟦scheduler⟧ picks the ⟦next⟧ ⟦task⟧",
         4,
     )
 
@@ -27,20 +27,20 @@ def test_stemmed_forms_are_found_and_marked_whole() -> None:
     body = "intro\nscheduling happens when a worker picked jobs\n"
     snippet, line = passage(body, "how does the scheduler pick jobs") or ("", 0)
     assert line == 2
-    assert "**scheduling**" in snippet and "**picked**" in snippet and "**jobs**" in snippet
+    assert "⟦scheduling⟧" in snippet and "⟦picked⟧" in snippet and "⟦jobs⟧" in snippet
 
 
 def test_a_phrase_split_by_a_line_break_still_places_the_snippet() -> None:
     body = "header\n\nthe quick\nbrown fox\n"
     snippet, line = passage(body, '"quick brown"') or ("", 0)
-    assert line == 3 and "**quick**" in snippet and "**brown**" in snippet
+    assert line == 3 and "⟦quick⟧" in snippet and "⟦brown⟧" in snippet
 
 
 def test_hard_wrapped_prose_shows_the_rest_of_the_paragraph() -> None:
     body = "# T\n\nThe needle is here,\nand the sentence goes on\nto the end.\n\nNext paragraph.\n"
     snippet, line = passage(body, "needle") or ("", 0)
     assert line == 3
-    assert snippet == "The **needle** is here, and the sentence goes on to the end."
+    assert snippet == "The ⟦needle⟧ is here, and the sentence goes on to the end."
 
 
 def test_a_huge_file_full_of_matches_gives_a_short_snippet_on_the_best_line() -> None:
@@ -50,13 +50,13 @@ def test_a_huge_file_full_of_matches_gives_a_short_snippet_on_the_best_line() ->
     # The occurrence budget stops the scan before line 50,001; the first line with
     # the most distinct words among those seen is shown, still short.
     assert len(snippet) <= MAX_CHARS + 10
-    assert "**common**" in snippet and line >= 1
+    assert "⟦common⟧" in snippet and line >= 1
 
 
 def test_a_long_line_is_clipped_around_the_match() -> None:
     body = "y" * 5000 + " haystackneedle " + "z" * 5000
     snippet, line = passage(body, "haystackneedle") or ("", 0)
-    assert line == 1 and "**haystackneedle**" in snippet
+    assert line == 1 and "⟦haystackneedle⟧" in snippet
     assert snippet.startswith("…") and snippet.endswith("…")
     assert len(snippet) <= MAX_CHARS + 10
 
@@ -70,19 +70,19 @@ def test_no_needle_in_the_body_gives_none_and_head_shows_the_start() -> None:
 def test_markers_typed_in_the_file_do_not_leak() -> None:
     body = "control \x01chars\x02 near the needle\n"
     snippet, _ = passage(body, "needle") or ("", 0)
-    assert "\x01" not in snippet and "\x02" not in snippet and "**needle**" in snippet
+    assert "\x01" not in snippet and "\x02" not in snippet and "⟦needle⟧" in snippet
 
 
 def test_text_whose_lower_case_changes_length_still_finds_the_line() -> None:
     body = "İstanbul first\nİzmir and the needle\n"  # "İ".lower() is two characters
-    assert passage(body, "needle") == ("İzmir and the **needle**", 2)
+    assert passage(body, "needle") == ("İzmir and the ⟦needle⟧", 2)
 
 
 def test_the_phrase_itself_wins_over_its_words_apart() -> None:
     body = "intro\nthe zeels went west, the feling stayed\nwhere zeels feling grows\n"
     snippet, line = passage(body, '"zeels feling"') or ("", 0)
     assert line == 3
-    assert snippet == "where **zeels feling** grows"
+    assert snippet == "where ⟦zeels feling⟧ grows"
     # An identifier shows its parts too: the line holding it whole wins.
     body = "max and file size, but mb\nset max_file_size_mb here\n"
     assert (passage(body, "max_file_size_mb") or ("", 0))[1] == 2

@@ -220,7 +220,7 @@ async def test_cjk_substrings_find_exactly_the_documents_holding_them(daemon: Da
             failures.append(f"{query!r}: expected {expected}, found {found}")
         for hit in reply.hits:
             line = texts[hit.relpath].splitlines()[hit.line - 1]
-            highlighted = re.findall(r"\*\*(.+?)\*\*", hit.snippet)
+            highlighted = re.findall(r"⟦(.+?)⟧", hit.snippet)
             if query not in line or not any(query in h for h in highlighted):
                 failures.append(f"{query!r}: {hit.relpath} line {hit.line}: {hit.snippet!r}")
     assert not failures, "\n".join(failures[:20])
@@ -252,11 +252,11 @@ async def test_snippet_is_on_the_matching_line(daemon: Daemon) -> None:
         wide = (await c.search("haystackneedle")).hits[0]
         prose = (await c.search("how does the scheduler pick the next task")).hits[0]
     assert (part.relpath, part.line) == ("code.txt", 30)
-    assert "parse**HttpRequest**(raw)" in part.snippet
-    assert wide.line == 1 and "**haystackneedle**" in wide.snippet
+    assert "parse⟦HttpRequest⟧(raw)" in part.snippet
+    assert wide.line == 1 and "⟦haystackneedle⟧" in wide.snippet
     assert len(wide.snippet) <= 420
     assert (prose.relpath, prose.line) == ("prose.md", 30)
-    assert "**scheduler**" in prose.snippet
+    assert "⟦scheduler⟧" in prose.snippet
 
 
 @pytest.mark.anyio
