@@ -35,10 +35,9 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -46,44 +45,15 @@ from anyio.abc import TaskStatus
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health, RootHealth
 from kbindex.daemon.ignore import IgnoreRules
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
-from watchdog.observers.api import BaseObserver
-from watchdog.observers.inotify import InotifyEmitter
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
+from kbindex.daemon.inotify import LIMIT_ERRNOS, RootObserver, start_observer, stop_observer
+from watchdog.events import DirMovedEvent, FileMovedEvent, FileSystemEvent
 
 log = logging.getLogger(__name__)
 
-EVENT_TYPES: Final[list[type[FileSystemEvent]]] = [
-    FileCreatedEvent,
-    DirCreatedEvent,
-    FileModifiedEvent,  # also subscribes to IN_ATTRIB: a touch or utime changes the mtime
-    FileAttribEvent,
-    DirAttribEvent,  # a chmod that makes a directory readable again
-    FileClosedEvent,
-    FileDeletedEvent,
-    DirDeletedEvent,
-    FileMovedEvent,
-    DirMovedEvent,
-]
-"""Not IN_OPEN / IN_CLOSE_NOWRITE: reading files (the indexer does) must not wake us."""
 SUPERVISE_SECONDS: Final = 1.0
 RETRY_LIVE_SECONDS: Final = 300.0
 POLL_COST_FACTOR: Final = 10.0
 """A polled root waits at least this many times its last rescan's duration."""
-LIMIT_ERRNOS: Final = (errno.ENOSPC, errno.EMFILE)
 DENIED_CAP: Final = 1000
 """Unwatchable directories remembered per root (each costs an ``access`` a second)."""
 WATCHES_FIX: Final = (
@@ -96,82 +66,12 @@ INSTANCES_FIX: Final = (
 )
 
 
-class _InotifyFD(InotifyFD):
-    """watchdog's inotify reader, reporting what watchdog handles silently: a watch
-    refused for a subdirectory (it only raises for the root) and a queue overflow."""
-
-    def __init__(
-        self,
-        on_limit: Callable[[OSError], None],
-        on_overflow: Callable[[], None],
-        on_denied: Callable[[bytes], None],
-    ) -> None:
-        self._on_limit = on_limit
-        self._on_overflow = on_overflow
-        self._on_denied = on_denied
-        super().__init__()
-
-    def add_callback(self, path: bytes, mask: Any, callback: Any, id_: Any) -> Any:
-        try:
-            wd = super().add_callback(path, mask, callback, id_)
-        except OSError as exc:
-            if exc.errno in LIMIT_ERRNOS:
-                self._on_limit(exc)
-            raise
-        if wd == -1:  # EACCES, which watchdog swallows: the directory is not watched
-            self._on_denied(path)
-        return wd
-
-    def handle_event(self, event: InotifyEvent) -> None:
-        if event.is_queue_overflow:
-            self._on_overflow()
-        super().handle_event(event)
-
-
-class _RootObserver(BaseObserver):
-    """An InotifyObserver with its own reader (one inotify instance per root, so one
-    root's failure does not touch the others)."""
-
-    def __init__(
-        self,
-        on_limit: Callable[[OSError], None],
-        on_overflow: Callable[[], None],
-        on_denied: Callable[[bytes], None],
-    ) -> None:
-        self._fd = _InotifyFD(on_limit, on_overflow, on_denied)
-        self._fd.start()
-        super().__init__(InotifyEmitter, inotify_fd=self._fd)
-
-    def on_thread_stop(self) -> None:
-        super().on_thread_stop()
-        self.close_reader()
-
-    def close_reader(self) -> None:
-        self._fd.stop()
-        self._fd.join()
-
-    @property
-    def healthy(self) -> bool:
-        return self.is_alive() and bool(self.emitters) and all(e.is_alive() for e in self.emitters)
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, on_event: Callable[[FileSystemEvent], None]) -> None:
-        self._on_event = on_event
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        # Synthetic events (one per file of a moved or moved-in directory) are covered
-        # by the directory's own event: the whole directory is re-keyed or walked.
-        if not event.is_synthetic:
-            self._on_event(event)
-
-
 @dataclass
 class _Watch:
     root: str
     mode: str
     """``auto`` (inotify) or ``poll``."""
-    observer: _RootObserver | None = None
+    observer: RootObserver | None = None
     identity: tuple[int, int] | None = None
     limit: OSError | None = None
     """Set by an observer thread when inotify refused a watch."""
@@ -269,33 +169,25 @@ class Watcher:
             self._fall_back(watch, rh, exc)
             return
         if self._watches.get(watch.root) is not watch:
-            await anyio.to_thread.run_sync(_stop_observer, observer)  # removed meanwhile
+            await anyio.to_thread.run_sync(stop_observer, observer)  # removed meanwhile
             return
         watch.observer = observer
         self._set(rh, "live", "")
         log.info("watching %s", watch.root)
 
-    def _observe(self, watch: _Watch) -> _RootObserver:
-        """Start an observer on ``watch.root`` (in a worker thread: adding a watch per
-        directory of a large tree takes a while)."""
-        observer = _RootObserver(
+    def _observe(self, watch: _Watch) -> RootObserver:
+        return start_observer(
+            watch.root,
+            partial(self._on_event, watch.root),
             partial(self._on_limit, watch),
             partial(self.changes.rescan, watch.root, evented=True),
             partial(self._on_denied, watch),
         )
-        try:
-            handler = _Handler(partial(self._on_event, watch.root))
-            observer.schedule(handler, watch.root, recursive=True, event_filter=EVENT_TYPES)
-            observer.start()
-        except BaseException:
-            observer.close_reader()
-            raise
-        return observer
 
     async def _stop(self, watch: _Watch) -> None:
         observer, watch.observer = watch.observer, None
         if observer is not None:
-            await anyio.to_thread.run_sync(_stop_observer, observer)
+            await anyio.to_thread.run_sync(stop_observer, observer)
 
     def _fall_back(self, watch: _Watch, rh: RootHealth, exc: Exception) -> None:
         now = time.monotonic()
@@ -474,12 +366,6 @@ class Watcher:
         if not is_dir and path != root and self.rules.ignored_file(os.path.basename(path)):
             return None
         return root
-
-
-def _stop_observer(observer: _RootObserver) -> None:
-    observer.stop()  # unschedules (removing the inotify watches) and closes the reader
-    if observer.is_alive():
-        observer.join()
 
 
 def _identity(path: str) -> tuple[int, int] | None:

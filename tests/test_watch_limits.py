@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 import pytest
 from conftest import MakeDaemon, write
-from kbindex.daemon import app, watcher
+from kbindex.daemon import app, inotify, watcher
 from kbindex.daemon.settings import Settings
 from kbindex.proto.client import Client, ClientError
 from watch_helpers import until_paths, until_status
@@ -151,7 +151,7 @@ async def test_queue_overflow_triggers_a_rescan_that_finds_lost_changes(
     write(root / "a.md", "first lostword\n")
     observers: list[Any] = []
     dropped_b = threading.Event()
-    real_init = watcher._RootObserver.__init__
+    real_init = inotify.RootObserver.__init__
     real_on_event = watcher.Watcher._on_event
 
     def recording(self: Any, *args: Any) -> None:
@@ -165,7 +165,7 @@ async def test_queue_overflow_triggers_a_rescan_that_finds_lost_changes(
         else:
             real_on_event(self, root, event)
 
-    monkeypatch.setattr(watcher._RootObserver, "__init__", recording)
+    monkeypatch.setattr(inotify.RootObserver, "__init__", recording)
     monkeypatch.setattr(watcher.Watcher, "_on_event", lossy)
     dropping = True
     async with in_process(tmp_path, sockdir, root) as c:
