@@ -1,8 +1,7 @@
-"""Watching roots: one watchdog (inotify) observer per root, and what to do when inotify fails.
+"""Supervising the roots' watches: one inotify observer per root, and what to do when it fails.
 
-The observer threads do almost nothing: drop paths that can never be indexed (under
-``.git/``, the wrong extension), put the rest in the change queue (daemon/changes.py),
-which wakes the event loop. All indexing happens in the daemon's own tasks.
+The observers (daemon/inotify.py) hand their events to daemon/router.py, in their own
+threads; this module starts and stops them, and decides how each root is watched.
 
 A supervising task checks each root about once a second, which costs one ``stat``:
 
@@ -46,7 +45,7 @@ from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health, RootHealth
 from kbindex.daemon.ignore import IgnoreRules
 from kbindex.daemon.inotify import LIMIT_ERRNOS, RootObserver, start_observer, stop_observer
-from watchdog.events import DirMovedEvent, FileMovedEvent, FileSystemEvent
+from kbindex.daemon.router import EventRouter
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +96,12 @@ class Watcher:
         poll_seconds: float,
     ) -> None:
         """``roots``: (root, watch mode) pairs."""
-        self.rules = rules
         self.changes = changes
         self.health = health
         self.poll_seconds = poll_seconds
+        self.router = EventRouter(rules, changes, health)
         self._watches = {root: _Watch(root, mode) for root, mode in roots}
-        self._prefixes: tuple[tuple[str, str], ...] = ()
-        self._update_prefixes()
+        self.router.set_roots(self._watches)
         # Why: watchdog logs every inotify event at DEBUG; at --log-level debug that is
         # a line per file of a 10,000-file checkout.
         logging.getLogger("watchdog").setLevel(max(logging.INFO, log.getEffectiveLevel()))
@@ -128,17 +126,14 @@ class Watcher:
 
     async def add_root(self, root: str, mode: str) -> None:
         watch = self._watches[root] = _Watch(root, mode)
-        self._update_prefixes()
+        self.router.set_roots(self._watches)
         await self._start(watch)
 
     async def remove_root(self, root: str) -> None:
         watch = self._watches.pop(root, None)
-        self._update_prefixes()
+        self.router.set_roots(self._watches)
         if watch is not None:
             await self._stop(watch)
-
-    def _update_prefixes(self) -> None:
-        self._prefixes = tuple((root, root + os.sep) for root in self._watches)
 
     # ------------------------------------------------------------ supervision
 
@@ -178,7 +173,7 @@ class Watcher:
     def _observe(self, watch: _Watch) -> RootObserver:
         return start_observer(
             watch.root,
-            partial(self._on_event, watch.root),
+            partial(self.router.route, watch.root),
             partial(self._on_limit, watch),
             partial(self.changes.rescan, watch.root, evented=True),
             partial(self._on_denied, watch),
@@ -314,58 +309,6 @@ class Watcher:
     def _on_denied(self, watch: _Watch, path: bytes) -> None:
         if len(watch.denied) < DENIED_CAP:
             watch.denied.add(os.fsdecode(path))
-
-    def _on_event(self, root: str, event: FileSystemEvent) -> None:
-        """In the observer's thread: filter, queue, nothing else."""
-        src = os.fsdecode(event.src_path)
-        is_dir = event.is_directory
-        if isinstance(event, FileMovedEvent | DirMovedEvent):
-            dest = os.fsdecode(event.dest_path)
-            src_root = self._root_of(src, is_dir)
-            dest_root = self._root_of(dest, is_dir)
-            if src_root is not None and dest_root is not None:
-                self.changes.add_move(src_root, src, dest_root, dest, is_dir=is_dir)
-            elif src_root is not None:
-                self.changes.add(src_root, src)  # moved out (or to an ignored name)
-            elif dest_root is not None:
-                self.changes.add(dest_root, dest)  # moved in (or from an ignored name)
-            queued = src_root is not None or dest_root is not None
-            if not is_dir:
-                queued = self._pattern_file(src) | self._pattern_file(dest) or queued
-        else:
-            src_root = self._root_of(src, is_dir)
-            if src_root is not None:
-                self.changes.add(src_root, src)
-            queued = src_root is not None or (not is_dir and self._pattern_file(src))
-        rh = self.health.roots.get(root)  # None once the root is removed
-        if queued and rh is not None:
-            rh.last_event_at = self.health.last_event_at = time.time()
-
-    def _pattern_file(self, path: str) -> bool:
-        """A .gitignore or .kbignore changed: queue its directory, so that newly ignored
-        files leave the index and newly un-ignored ones enter it."""
-        if not self.rules.is_pattern_file(os.path.basename(path)):
-            return False
-        directory = os.path.dirname(path)
-        root = self._root_of(directory, True)
-        if root is None:
-            return False
-        self.changes.add(root, directory)
-        return True
-
-    def _root_of(self, path: str, is_dir: bool) -> str | None:
-        """The root holding ``path``, or None when it is outside them or can never be
-        indexed (cheap rules only; the walk applies the rest)."""
-        for root, prefix in self._prefixes:
-            if path == root or path.startswith(prefix):
-                break
-        else:
-            return None
-        if self.rules.quick_ignored(root, path, is_dir=is_dir):
-            return None
-        if not is_dir and path != root and self.rules.ignored_file(os.path.basename(path)):
-            return None
-        return root
 
 
 def _identity(path: str) -> tuple[int, int] | None:
