@@ -69,7 +69,7 @@ INSTANCES_FIX: Final = (
 class _Watch:
     root: str
     mode: str
-    """``auto`` (inotify) or ``poll``."""
+    """``auto`` (inotify), ``poll`` or ``off``."""
     observer: RootObserver | None = None
     identity: tuple[int, int] | None = None
     limit: OSError | None = None
@@ -102,8 +102,8 @@ class Watcher:
         self.router = EventRouter(rules, changes, health)
         self._watches = {root: _Watch(root, mode) for root, mode in roots}
         self.router.set_roots(self._watches)
-        # Why: watchdog logs every inotify event at DEBUG; at --log-level debug that is
-        # a line per file of a 10,000-file checkout.
+        # watchdog logs every inotify event at DEBUG: at --log-level debug, a line per
+        # file of a checkout would drown the daemon's own messages.
         logging.getLogger("watchdog").setLevel(max(logging.INFO, log.getEffectiveLevel()))
 
     # ------------------------------------------------------------ lifecycle
@@ -237,9 +237,8 @@ class Watcher:
             log.info("%s can be read again: watching and rescanning it", watch.root)
         elif watch.observer is not None and self._denied_back(watch):
             log.info("%s: an unreadable directory can be read again: re-watching", watch.root)
-            # Trigger: a directory that passes the access check but that inotify still
-            # refuses (an LSM rule) would restart the watch and rescan the root every
-            # second. Why back off: each retry costs a rescan of the whole root.
+            # Back off: a directory that passes the access check but that inotify still
+            # refuses (an LSM rule) would otherwise cost a rescan of the root every second.
             watch.next_denied_check = time.monotonic() + watch.denied_backoff
             watch.denied_backoff = min(watch.denied_backoff * 2, RETRY_LIVE_SECONDS)
         else:
