@@ -111,8 +111,6 @@ class Changes:
     ) -> None:
         self.root_cap = root_cap
         self.clock = clock
-        self.collapses = 0
-        """How many times a burst overflowed into a root rescan (shown in logs)."""
         self._lock = threading.Lock()
         self._paths: dict[str, _Entry] = {}
         self._counts: Counter[str] = Counter()
@@ -176,7 +174,6 @@ class Changes:
         self._paths[path] = _Entry(root, now, now)
         self._counts[root] += 1
         if self._counts[root] > self.root_cap:
-            self.collapses += 1
             log.info(
                 "more than %d changes pending in %s: rescanning it instead", self.root_cap, root
             )

@@ -1,8 +1,7 @@
-"""Watching roots: one watchdog (inotify) observer per root, and what to do when inotify fails.
+"""Supervising the roots' watches: one inotify observer per root, and what to do when it fails.
 
-The observer threads do almost nothing: drop paths that can never be indexed (under
-``.git/``, the wrong extension), put the rest in the change queue (daemon/changes.py),
-which wakes the event loop. All indexing happens in the daemon's own tasks.
+The observers (daemon/inotify.py) hand their events to daemon/router.py, in their own
+threads; this module starts and stops them, and decides how each root is watched.
 
 A supervising task checks each root about once a second, which costs one ``stat``:
 
@@ -35,10 +34,9 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import anyio.to_thread
@@ -46,44 +44,15 @@ from anyio.abc import TaskStatus
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health, RootHealth
 from kbindex.daemon.ignore import IgnoreRules
-from watchdog.events import (
-    DirAttribEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileAttribEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
-from watchdog.observers.api import BaseObserver
-from watchdog.observers.inotify import InotifyEmitter
-from watchdog.observers.inotify_c import InotifyEvent, InotifyFD
+from kbindex.daemon.inotify import LIMIT_ERRNOS, RootObserver, start_observer, stop_observer
+from kbindex.daemon.router import EventRouter
 
 log = logging.getLogger(__name__)
 
-EVENT_TYPES: Final[list[type[FileSystemEvent]]] = [
-    FileCreatedEvent,
-    DirCreatedEvent,
-    FileModifiedEvent,  # also subscribes to IN_ATTRIB: a touch or utime changes the mtime
-    FileAttribEvent,
-    DirAttribEvent,  # a chmod that makes a directory readable again
-    FileClosedEvent,
-    FileDeletedEvent,
-    DirDeletedEvent,
-    FileMovedEvent,
-    DirMovedEvent,
-]
-"""Not IN_OPEN / IN_CLOSE_NOWRITE: reading files (the indexer does) must not wake us."""
 SUPERVISE_SECONDS: Final = 1.0
 RETRY_LIVE_SECONDS: Final = 300.0
 POLL_COST_FACTOR: Final = 10.0
 """A polled root waits at least this many times its last rescan's duration."""
-LIMIT_ERRNOS: Final = (errno.ENOSPC, errno.EMFILE)
 DENIED_CAP: Final = 1000
 """Unwatchable directories remembered per root (each costs an ``access`` a second)."""
 WATCHES_FIX: Final = (
@@ -96,82 +65,12 @@ INSTANCES_FIX: Final = (
 )
 
 
-class _InotifyFD(InotifyFD):
-    """watchdog's inotify reader, reporting what watchdog handles silently: a watch
-    refused for a subdirectory (it only raises for the root) and a queue overflow."""
-
-    def __init__(
-        self,
-        on_limit: Callable[[OSError], None],
-        on_overflow: Callable[[], None],
-        on_denied: Callable[[bytes], None],
-    ) -> None:
-        self._on_limit = on_limit
-        self._on_overflow = on_overflow
-        self._on_denied = on_denied
-        super().__init__()
-
-    def add_callback(self, path: bytes, mask: Any, callback: Any, id_: Any) -> Any:
-        try:
-            wd = super().add_callback(path, mask, callback, id_)
-        except OSError as exc:
-            if exc.errno in LIMIT_ERRNOS:
-                self._on_limit(exc)
-            raise
-        if wd == -1:  # EACCES, which watchdog swallows: the directory is not watched
-            self._on_denied(path)
-        return wd
-
-    def handle_event(self, event: InotifyEvent) -> None:
-        if event.is_queue_overflow:
-            self._on_overflow()
-        super().handle_event(event)
-
-
-class _RootObserver(BaseObserver):
-    """An InotifyObserver with its own reader (one inotify instance per root, so one
-    root's failure does not touch the others)."""
-
-    def __init__(
-        self,
-        on_limit: Callable[[OSError], None],
-        on_overflow: Callable[[], None],
-        on_denied: Callable[[bytes], None],
-    ) -> None:
-        self._fd = _InotifyFD(on_limit, on_overflow, on_denied)
-        self._fd.start()
-        super().__init__(InotifyEmitter, inotify_fd=self._fd)
-
-    def on_thread_stop(self) -> None:
-        super().on_thread_stop()
-        self.close_reader()
-
-    def close_reader(self) -> None:
-        self._fd.stop()
-        self._fd.join()
-
-    @property
-    def healthy(self) -> bool:
-        return self.is_alive() and bool(self.emitters) and all(e.is_alive() for e in self.emitters)
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, on_event: Callable[[FileSystemEvent], None]) -> None:
-        self._on_event = on_event
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        # Synthetic events (one per file of a moved or moved-in directory) are covered
-        # by the directory's own event: the whole directory is re-keyed or walked.
-        if not event.is_synthetic:
-            self._on_event(event)
-
-
 @dataclass
 class _Watch:
     root: str
     mode: str
-    """``auto`` (inotify) or ``poll``."""
-    observer: _RootObserver | None = None
+    """``auto`` (inotify), ``poll`` or ``off``."""
+    observer: RootObserver | None = None
     identity: tuple[int, int] | None = None
     limit: OSError | None = None
     """Set by an observer thread when inotify refused a watch."""
@@ -197,15 +96,14 @@ class Watcher:
         poll_seconds: float,
     ) -> None:
         """``roots``: (root, watch mode) pairs."""
-        self.rules = rules
         self.changes = changes
         self.health = health
         self.poll_seconds = poll_seconds
+        self.router = EventRouter(rules, changes, health)
         self._watches = {root: _Watch(root, mode) for root, mode in roots}
-        self._prefixes: tuple[tuple[str, str], ...] = ()
-        self._update_prefixes()
-        # Why: watchdog logs every inotify event at DEBUG; at --log-level debug that is
-        # a line per file of a 10,000-file checkout.
+        self.router.set_roots(self._watches)
+        # watchdog logs every inotify event at DEBUG: at --log-level debug, a line per
+        # file of a checkout would drown the daemon's own messages.
         logging.getLogger("watchdog").setLevel(max(logging.INFO, log.getEffectiveLevel()))
 
     # ------------------------------------------------------------ lifecycle
@@ -228,17 +126,14 @@ class Watcher:
 
     async def add_root(self, root: str, mode: str) -> None:
         watch = self._watches[root] = _Watch(root, mode)
-        self._update_prefixes()
+        self.router.set_roots(self._watches)
         await self._start(watch)
 
     async def remove_root(self, root: str) -> None:
         watch = self._watches.pop(root, None)
-        self._update_prefixes()
+        self.router.set_roots(self._watches)
         if watch is not None:
             await self._stop(watch)
-
-    def _update_prefixes(self) -> None:
-        self._prefixes = tuple((root, root + os.sep) for root in self._watches)
 
     # ------------------------------------------------------------ supervision
 
@@ -269,33 +164,25 @@ class Watcher:
             self._fall_back(watch, rh, exc)
             return
         if self._watches.get(watch.root) is not watch:
-            await anyio.to_thread.run_sync(_stop_observer, observer)  # removed meanwhile
+            await anyio.to_thread.run_sync(stop_observer, observer)  # removed meanwhile
             return
         watch.observer = observer
         self._set(rh, "live", "")
         log.info("watching %s", watch.root)
 
-    def _observe(self, watch: _Watch) -> _RootObserver:
-        """Start an observer on ``watch.root`` (in a worker thread: adding a watch per
-        directory of a large tree takes a while)."""
-        observer = _RootObserver(
+    def _observe(self, watch: _Watch) -> RootObserver:
+        return start_observer(
+            watch.root,
+            partial(self.router.route, watch.root),
             partial(self._on_limit, watch),
             partial(self.changes.rescan, watch.root, evented=True),
             partial(self._on_denied, watch),
         )
-        try:
-            handler = _Handler(partial(self._on_event, watch.root))
-            observer.schedule(handler, watch.root, recursive=True, event_filter=EVENT_TYPES)
-            observer.start()
-        except BaseException:
-            observer.close_reader()
-            raise
-        return observer
 
     async def _stop(self, watch: _Watch) -> None:
         observer, watch.observer = watch.observer, None
         if observer is not None:
-            await anyio.to_thread.run_sync(_stop_observer, observer)
+            await anyio.to_thread.run_sync(stop_observer, observer)
 
     def _fall_back(self, watch: _Watch, rh: RootHealth, exc: Exception) -> None:
         now = time.monotonic()
@@ -350,9 +237,8 @@ class Watcher:
             log.info("%s can be read again: watching and rescanning it", watch.root)
         elif watch.observer is not None and self._denied_back(watch):
             log.info("%s: an unreadable directory can be read again: re-watching", watch.root)
-            # Trigger: a directory that passes the access check but that inotify still
-            # refuses (an LSM rule) would restart the watch and rescan the root every
-            # second. Why back off: each retry costs a rescan of the whole root.
+            # Back off: a directory that passes the access check but that inotify still
+            # refuses (an LSM rule) would otherwise cost a rescan of the root every second.
             watch.next_denied_check = time.monotonic() + watch.denied_backoff
             watch.denied_backoff = min(watch.denied_backoff * 2, RETRY_LIVE_SECONDS)
         else:
@@ -422,64 +308,6 @@ class Watcher:
     def _on_denied(self, watch: _Watch, path: bytes) -> None:
         if len(watch.denied) < DENIED_CAP:
             watch.denied.add(os.fsdecode(path))
-
-    def _on_event(self, root: str, event: FileSystemEvent) -> None:
-        """In the observer's thread: filter, queue, nothing else."""
-        src = os.fsdecode(event.src_path)
-        is_dir = event.is_directory
-        if isinstance(event, FileMovedEvent | DirMovedEvent):
-            dest = os.fsdecode(event.dest_path)
-            src_root = self._root_of(src, is_dir)
-            dest_root = self._root_of(dest, is_dir)
-            if src_root is not None and dest_root is not None:
-                self.changes.add_move(src_root, src, dest_root, dest, is_dir=is_dir)
-            elif src_root is not None:
-                self.changes.add(src_root, src)  # moved out (or to an ignored name)
-            elif dest_root is not None:
-                self.changes.add(dest_root, dest)  # moved in (or from an ignored name)
-            queued = src_root is not None or dest_root is not None
-            if not is_dir:
-                queued = self._pattern_file(src) | self._pattern_file(dest) or queued
-        else:
-            src_root = self._root_of(src, is_dir)
-            if src_root is not None:
-                self.changes.add(src_root, src)
-            queued = src_root is not None or (not is_dir and self._pattern_file(src))
-        rh = self.health.roots.get(root)  # None once the root is removed
-        if queued and rh is not None:
-            rh.last_event_at = self.health.last_event_at = time.time()
-
-    def _pattern_file(self, path: str) -> bool:
-        """A .gitignore or .kbignore changed: queue its directory, so that newly ignored
-        files leave the index and newly un-ignored ones enter it."""
-        if not self.rules.is_pattern_file(os.path.basename(path)):
-            return False
-        directory = os.path.dirname(path)
-        root = self._root_of(directory, True)
-        if root is None:
-            return False
-        self.changes.add(root, directory)
-        return True
-
-    def _root_of(self, path: str, is_dir: bool) -> str | None:
-        """The root holding ``path``, or None when it is outside them or can never be
-        indexed (cheap rules only; the walk applies the rest)."""
-        for root, prefix in self._prefixes:
-            if path == root or path.startswith(prefix):
-                break
-        else:
-            return None
-        if self.rules.quick_ignored(root, path, is_dir=is_dir):
-            return None
-        if not is_dir and path != root and self.rules.ignored_file(os.path.basename(path)):
-            return None
-        return root
-
-
-def _stop_observer(observer: _RootObserver) -> None:
-    observer.stop()  # unschedules (removing the inotify watches) and closes the reader
-    if observer.is_alive():
-        observer.join()
 
 
 def _identity(path: str) -> tuple[int, int] | None:

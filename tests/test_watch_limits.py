@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 import pytest
 from conftest import MakeDaemon, write
-from kbindex.daemon import app, watcher
+from kbindex.daemon import app, inotify, router
 from kbindex.daemon.settings import Settings
 from kbindex.proto.client import Client, ClientError
 from watch_helpers import until_paths, until_status
@@ -151,22 +151,22 @@ async def test_queue_overflow_triggers_a_rescan_that_finds_lost_changes(
     write(root / "a.md", "first lostword\n")
     observers: list[Any] = []
     dropped_b = threading.Event()
-    real_init = watcher._RootObserver.__init__
-    real_on_event = watcher.Watcher._on_event
+    real_init = inotify.RootObserver.__init__
+    real_route = router.EventRouter.route
 
     def recording(self: Any, *args: Any) -> None:
         real_init(self, *args)
         observers.append(self)
 
-    def lossy(self: watcher.Watcher, root: str, event: FileSystemEvent) -> None:
+    def lossy(self: router.EventRouter, root: str, event: FileSystemEvent) -> None:
         if dropping:
             if str(event.src_path).endswith("b.md"):
                 dropped_b.set()
         else:
-            real_on_event(self, root, event)
+            real_route(self, root, event)
 
-    monkeypatch.setattr(watcher._RootObserver, "__init__", recording)
-    monkeypatch.setattr(watcher.Watcher, "_on_event", lossy)
+    monkeypatch.setattr(inotify.RootObserver, "__init__", recording)
+    monkeypatch.setattr(router.EventRouter, "route", lossy)
     dropping = True
     async with in_process(tmp_path, sockdir, root) as c:
         before = (await c.status()).roots[0].last_reconcile

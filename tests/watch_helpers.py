@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 
 import anyio
-from conftest import Daemon
 from kbindex.proto.client import Client
 from kbindex.proto.messages import StatusReply
 
@@ -51,8 +50,3 @@ async def until_status(
 async def settled(client: Client, *, timeout: float = 10.0) -> StatusReply:
     """Nothing queued, nothing being indexed."""
     return await until_status(client, lambda s: s.pending == 0 and not s.scanning, timeout=timeout)
-
-
-async def file_count(daemon: Daemon) -> int:
-    async with daemon.client() as c:
-        return (await c.status()).indexed_files
