@@ -13,8 +13,9 @@ size and the mtime; the index compares what git's index compares):
 | a backup restored by ``os.replace``   | yes   | yes   | another file renamed in    |
 
 GNU tar unlinks the old file first, and the new one often gets the freed inode number
-back: only the change time is sure to differ. The device catches a file replaced by one from another file system (it also has a new
-inode there); a test cannot mount one, so no row stands for it alone.
+back: only the change time is sure to differ. The device catches a file replaced by one
+from another file system (it also has a new inode there); a test cannot mount one, so no
+row stands for it alone.
 """
 
 from __future__ import annotations
