@@ -26,7 +26,7 @@ import re
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon import tokens
@@ -64,15 +64,6 @@ class Resolved:
     """A MATCH for ``docs_exact`` every document found must satisfy, if any."""
     exclude: str | None
     """A MATCH for ``docs_exact`` no document found may satisfy, if any."""
-    counted_by_require: bool = False
-    """The documents found are exactly those ``require`` finds on ``docs_exact``: the
-    query is one prefix of one word, and ``match`` holds every word it stands for (a
-    document holding such a word holds its stem), so only the stem-mates of those
-    words are taken away by the check."""
-    held: dict[str, int] = field(default_factory=dict)
-    """When ``counted_by_require``: each phrase of ``match`` (one word), with the number
-    of documents holding that word as written, never more than its phrase matches
-    (which also finds its stem-mates). Empty otherwise."""
 
 
 def resolve(
@@ -82,53 +73,27 @@ def resolve(
     checks of the ``required`` and ``excluded`` terms."""
     if not (required or excluded or holds_prefix(match)):
         return Resolved(match, None, None)
-    expansions: list[_Expansion] = []
-
-    def expand(found: re.Match[str]) -> str:
-        expansions.append(_expand(conn, found.group(1)))
-        return expansions[-1].expr
-
-    expanded = _PLACEHOLDER.sub(expand, match)
+    expanded = _PLACEHOLDER.sub(lambda found: _expand(conn, found.group(1)), match)
     require = " AND ".join(_exact(t) for t in required) or None
     exclude = " OR ".join(f"({_exact(t)})" for t in excluded) or None
-    lone = (
-        not excluded
-        and len(required) == 1
-        and match == placeholder(required[0])
-        and len(tokens.WORD.findall(required[0])) == 1
-    )
-    if lone and all(e.complete for e in expansions):
-        return Resolved(expanded, require, exclude, True, expansions[0].held)
     return Resolved(expanded, require, exclude)
 
 
-@dataclass(frozen=True, slots=True)
-class _Expansion:
-    expr: str
-    complete: bool
-    """Whether ``expr`` names every word the prefix stands for (at most MAX_WORDS)."""
-    held: dict[str, int]
-    """Each phrase of ``expr``, with the documents holding its last word as written."""
-
-
-def _expand(conn: sqlite3.Connection, text: str) -> _Expansion:
+def _expand(conn: sqlite3.Connection, text: str) -> str:
     """The expression for the prefix term ``text``."""
     found = list(tokens.WORD.finditer(text))
     if not found:
-        return _Expansion(NOTHING, True, {})
+        return NOTHING
     last = found[-1]
     head = text[: last.start()]  # words before the prefix, matched as a phrase with it
-    # fts5vocab counts a word's documents as it lists the word: at no extra cost.
     words = conn.execute(
-        f"SELECT term, doc FROM {VOCABULARY} WHERE term >= ? AND term < ? LIMIT ?",
+        f"SELECT term FROM {VOCABULARY} WHERE term >= ? AND term < ? LIMIT ?",
         (*_bounds(fold(last.group())), MAX_WORDS + 1),
     ).fetchall()
-    held = {fts5_string(head + w): n for w, n in words[:MAX_WORDS]}
-    phrases = list(held)
-    complete = len(words) <= MAX_WORDS
-    if not complete:
+    phrases = [fts5_string(head + w) for (w,) in words[:MAX_WORDS]]
+    if len(words) > MAX_WORDS:
         phrases.insert(0, fts5_string(head + last.group()) + "*")
-    return _Expansion("(" + " OR ".join(phrases) + ")" if phrases else NOTHING, complete, held)
+    return "(" + " OR ".join(phrases) + ")" if phrases else NOTHING
 
 
 def _exact(text: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kbindex.daemon import bounds, frequency, passages, prefixes
+from kbindex.daemon import frequency, passages, prefixes
 from kbindex.daemon.documents import EXACT, STEMMED
 from kbindex.daemon.query import Alternatives, BadQuery, Compiled
 from kbindex.daemon.store import is_damage
@@ -75,8 +75,8 @@ def search(
 ) -> SearchResult:
     if compiled.match is None:
         return SearchResult([], 0, compiled.mode)
-    # One read transaction: the counts, the bound drawn from them (``bounds``) and
-    # the ranking all see the same documents, however the writer moves on meanwhile.
+    # One read transaction: the counts and the ranking see the same documents, however
+    # the writer moves on meanwhile.
     conn.execute("BEGIN")
     try:
         Deadline(conn, QUERY_DEADLINE_SECONDS)
@@ -110,33 +110,14 @@ class _Query:
     def run_any(
         self, conn: sqlite3.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
     ) -> tuple[list[Hit], int]:
-        """An ``any`` expression, its common items left out where that still fills the
-        list (see ``frequency``), ranked past the matches that cannot reach the list
-        (see ``bounds``)."""
-        items = alternatives.items
-        if len(set(items)) < 2:
-            return self.run(conn, alternatives.expression(), (), excluded)
-        counted = frequency.census(conn, alternatives)
-        selective = frequency.selective(conn, alternatives, counted)
+        """An ``any`` expression, its common items left out where the rest still fill
+        the list (see ``frequency``)."""
+        selective = frequency.selective(conn, alternatives)
         if selective is not None:
-            hits, total = self.run(
-                conn,
-                alternatives.expression(selective),
-                (),
-                excluded,
-                *self._ways(selective, counted),
-            )
+            hits, total = self.run(conn, alternatives.expression(selective), (), excluded)
             if len(hits) >= self.limit:
                 return hits, total
-        return self.run(conn, alternatives.expression(), (), excluded, *self._ways(items, counted))
-
-    def _ways(
-        self, items: tuple[str, ...], counted: frequency.Census
-    ) -> tuple[tuple[bounds.Pruning, ...], tuple[bounds.Part, ...]]:
-        """(prunings, parts) for ranking ``items``: the parts when they split so,
-        otherwise the prunings (``bounds``)."""
-        parts = bounds.parts(items, counted)
-        return ((), parts) if parts else (bounds.pruning(items, counted, self.limit), ())
+        return self.run(conn, alternatives.expression(), (), excluded)
 
     def run(
         self,
@@ -144,32 +125,21 @@ class _Query:
         match: str,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
-        prunings: tuple[bounds.Pruning, ...] = (),
-        parts: tuple[bounds.Part, ...] = (),
     ) -> tuple[list[Hit], int]:
-        """The hits for ``match``, ranked in ``parts`` when given (``_in_parts``),
-        else past the matches a pruning leaves out when its bound holds."""
+        """The best ``limit`` hits for ``match`` and how many documents it finds, the
+        exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``)."""
         cond, params = path_condition(self.path_filter)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            # The files row is joined only with a path filter: every document has
-            # one, written in the same transaction. (Trigger: counting through the
-            # join found each match's files row, 10,000 lookups for a common word:
-            # 3.5 ms of a 4 ms count.)
+            # The files row is joined only for a path filter: every document has one,
+            # written in the same transaction, and counting through the join would
+            # look up each match's row.
             joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
-            matches = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}"
-            args: list[object] = [resolved.match, *params]
-            checks, total = _checks(conn, resolved, matches, args)
-            if resolved.held:  # a lone prefix: an OR of whole words
-                prunings = bounds.pruning_words(
-                    resolved.held, frequency.documents(conn), self.limit
-                )
-            if parts:
-                rows = self._in_parts(conn, matches + checks.sql, [*params, *checks.args], parts)
-            else:
-                rows = self._pruned(conn, matches + checks.sql, [*args, *checks.args], prunings)
-            if total is None:
-                total = len(rows) if len(rows) < self.limit else _count(conn, matches, args)
+            checks, exact = _checks(resolved)
+            source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
+            args: list[object] = [resolved.match, *params, *exact]
+            rows = self._ranked(conn, source, args)
+            total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
         except sqlite3.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -195,52 +165,14 @@ class _Query:
             )
         return hits, total
 
-    def _pruned(
-        self,
-        conn: sqlite3.Connection,
-        source: str,
-        args: list[object],
-        prunings: tuple[bounds.Pruning, ...],
-    ) -> list[Any]:
-        """The best ``limit`` documents of ``SELECT ... FROM source``: those of the
-        first pruning whose bound holds, else of every match."""
-        listed = f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
-        for pruning in prunings:
-            candidates = prefixes.resolve(conn, pruning.candidates, (), ()).match
-            rows = self._ranked(conn, source + listed, [*args, candidates])
-            if len(rows) == self.limit and -rows[-1][-1] >= pruning.bound:
-                return rows
-            # a match left out could have made the list: widen
-        return self._ranked(conn, source, args)
-
-    def _in_parts(
-        self,
-        conn: sqlite3.Connection,
-        source: str,
-        args: list[object],
-        parts: tuple[bounds.Part, ...],
-    ) -> list[Any]:
-        """The best ``limit`` documents of ``SELECT ... FROM source``, its MATCH being
-        each of ``parts`` in turn (``args`` after the MATCH's), until no document left
-        could take a place in the list (see ``bounds.parts``)."""
-        rows: list[Any] = []
-        for part in parts:
-            found = self._ranked(conn, source, [part.match, *args])
-            rows = sorted([*rows, *found], key=_best_first)[: self.limit]
-            if len(rows) == self.limit and -rows[-1][-1] >= part.rest:
-                break
-        return rows
-
     def _ranked(self, conn: sqlite3.Connection, source: str, args: list[object]) -> list[Any]:
         """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid
-        and what a hit shows of each, best first (``_best_first``).
+        and what a hit shows of each, best first (by bm25, ties by rowid).
 
-        Trigger: ``ORDER BY rank`` (FTS5 sorts the matches itself) took 23 ms for a
-        question with 14,000 matches, this 16 ms, the same ten rows. Why: SQLite keeps
-        only the best LIMIT rows as it goes, where FTS5 sorts every match; and the
-        conditions in ``source`` run before bm25, so only the rows they keep are
-        scored. The inner SELECT names no column: the body is read for the rows
-        returned only. No snippet() here: see ``passages``."""
+        Why a subquery rather than ``ORDER BY rank``: SQLite keeps only the best LIMIT
+        rows as it scores them, where FTS5 would sort every match; the conditions in
+        ``source`` run before bm25, so only the rows they keep are scored; and the
+        body is read for the rows returned only. No snippet() here: see ``passages``."""
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
         sql = f"""
             SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
@@ -252,48 +184,19 @@ class _Query:
         return conn.execute(sql, [*args, self.limit]).fetchall()
 
 
-def _best_first(row: Any) -> tuple[float, int]:
-    """The order of ``_ranked``'s rows: by bm25 (lowest first: FTS5's scores are
-    negative), ties by rowid."""
-    return row[-1], row[0]
+def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:
+    """The conditions on ``docs_exact`` a prefix term needs (a document holds one of its
+    words as written, or none for an excluded one), and their MATCH arguments.
 
-
-@dataclass(frozen=True, slots=True)
-class _Checks:
-    """Conditions on ``docs_exact`` (the exactness of prefix terms) for a WHERE."""
-
-    sql: str = ""
-    args: tuple[str, ...] = ()
-
-
-def _checks(
-    conn: sqlite3.Connection, resolved: prefixes.Resolved, matches: str, args: list[object]
-) -> tuple[_Checks, int | None]:
-    """The exactness checks ``matches`` needs, and how many documents it finds with
-    them when that had to be counted to decide (None when there are none).
-
-    Trigger: the checks cost a third of ranking a prefix, and mostly remove nothing (a
-    stem-mate of a word such as "universe" for ``universi*`` is rare). Why counts: when
-    the checks keep every match, the matches are the answer; two counts cost less than
-    checking every match while ranking it."""
-    # Trigger: a ``rowid IN`` that SQLite could hand to FTS5 became one MATCH per
-    # listed row, sorted again afterwards. Why the unary ``+``: it keeps the check out
-    # of FTS5's plan, so the list is built once.
+    Why the unary ``+``: it keeps the check out of FTS5's plan; a ``rowid IN`` that
+    SQLite hands to FTS5 becomes one MATCH per listed row."""
     holding = f"(SELECT rowid FROM {EXACT} WHERE {EXACT} MATCH ?)"
     sql, exact = "", []
     for kind, expr in (("IN", resolved.require), ("NOT IN", resolved.exclude)):
         if expr is not None:
             sql += f" AND +d.rowid {kind} {holding}"
             exact.append(expr)
-    if not exact:
-        return _Checks(), None
-    if resolved.counted_by_require and len(args) == 1:  # no path filter
-        total = _count(conn, f"{EXACT} WHERE {EXACT} MATCH ?", exact)
-    else:
-        total = _count(conn, matches + sql, [*args, *exact])
-    if total == _count(conn, matches, args):
-        return _Checks(), total
-    return _Checks(sql, tuple(exact)), total
+    return sql, exact
 
 
 def _count(conn: sqlite3.Connection, source: str, args: Sequence[object]) -> int:
@@ -348,7 +251,6 @@ class Counts:
     indexed: int
     skipped: dict[str, int]
     per_root: dict[str, int]
-    recent_errors: list[tuple[str, str]]
 
 
 def counts(conn: sqlite3.Connection) -> Counts:
@@ -362,8 +264,4 @@ def counts(conn: sqlite3.Connection) -> Counts:
     per_root = dict(
         conn.execute("SELECT root, count(*) FROM files WHERE skip_reason IS NULL GROUP BY 1")
     )
-    recent = conn.execute(
-        "SELECT path, skip_reason || ': ' || coalesce(skip_detail, '') FROM files"
-        " WHERE skip_reason IN ('unreadable', 'undecodable') ORDER BY indexed_at DESC LIMIT 20"
-    ).fetchall()
-    return Counts(indexed, skipped, per_root, [(p, r) for p, r in recent])
+    return Counts(indexed, skipped, per_root)

@@ -110,8 +110,9 @@ async def test_mcp_search_marks_matches_and_not_markdown(daemon: Daemon) -> None
     snippet = "This is **strong** text about ⟦semantics⟧."
     assert found["results"][0]["snippet"] == snippet
     assert snippet in text(result)
-    described = listed["search"].output_schema["properties"]["results"]["items"]["properties"]
-    assert "⟦" in described["snippet"]["description"]
+    # The output schema keeps to types (tools/list has a size budget): the tool's own
+    # description tells an agent how matches are marked.
+    assert "⟦" in (listed["search"].description or "")
 
 
 def test_mcp_clip_never_leaves_a_mark_open() -> None:
