@@ -33,7 +33,7 @@ import bare
 import common
 import corpus
 import report
-from kbindex.daemon.query import compile_query
+from kbindex.daemon.query import compile_query, render
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         # Bare FTS5 runs a prefix as its own prefix of stems (the raw form of "word*");
         # the daemon resolves it against the words it holds (daemon/prefixes.py).
         matches = [
-            (kind, compile_query(q, "raw" if kind == "prefix*" else "auto").match or "")
+            (kind, render(compile_query(q, "raw" if kind == "prefix*" else "auto").match or ()))
             for kind, q in queries
         ]
         # Merged as kbindexd merges after a full index; searched later, interleaved

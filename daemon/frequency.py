@@ -18,9 +18,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from kbindex.daemon import prefixes
 from kbindex.daemon.documents import STEMMED
-from kbindex.daemon.query import Alternatives
+from kbindex.daemon.query import Alternatives, Expr, has_prefix, render
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""
@@ -33,7 +32,7 @@ def documents(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[str, ...] | None:
+def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[Expr, ...] | None:
     """The items of ``alternatives`` that are not common, when some are common and some
     are not; None when leaving nothing out (all common, or none). Prefix terms stand for
     words resolved later: they are never common here."""
@@ -41,7 +40,7 @@ def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[str
     if len(items) < 2:
         return None
     cap = int(COMMON_FRACTION * documents(conn)) + 1
-    held = {i: _held_by(conn, i, cap) for i in items if not prefixes.holds_prefix(i)}
+    held = {i: _held_by(conn, render(i), cap) for i in items if not has_prefix(i)}
     kept = tuple(i for i in items if held.get(i, 0) < cap)
     return kept if kept and len(kept) < len(items) else None
 

@@ -22,7 +22,6 @@ prefix begin with it too, and the exactness check still applies.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import unicodedata
 from collections.abc import Sequence
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon import tokens
+from kbindex.daemon.query import Expr
 from kbindex.daemon.schema import VOCABULARY
 from kbindex.daemon.tokens import fts5_string
 
@@ -38,22 +38,6 @@ MAX_WORDS: Final = 64
 NOTHING: Final = '"\ue000\ue001"'
 """A prefix no word of the index starts with: a phrase of private-use characters,
 which no text holds in practice (and the exactness check removes any that does)."""
-
-_MARK: Final = "\x01"
-"""Around a prefix term in a compiled expression: the query compiler turns every
-control character of a query into a space, so no input holds it."""
-_PLACEHOLDER: Final = re.compile(f"{_MARK}([^{_MARK}]*){_MARK}")
-
-
-def holds_prefix(expr: str) -> bool:
-    """Whether ``expr`` has a prefix term in it, still to be resolved."""
-    return _MARK in expr
-
-
-def placeholder(text: str) -> str:
-    """Where the prefix term ``text`` (as typed, without its ``*``) stands in an
-    expression until ``resolve`` replaces it."""
-    return f"{_MARK}{text}{_MARK}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +51,13 @@ class Resolved:
 
 
 def resolve(
-    conn: sqlite3.Connection, match: str, required: Sequence[str], excluded: Sequence[str]
+    conn: sqlite3.Connection, match: Expr, required: Sequence[str], excluded: Sequence[str]
 ) -> Resolved:
     """``match`` with its prefix terms expanded on the exact index, and the exactness
     checks of the ``required`` and ``excluded`` terms."""
-    if not (required or excluded or holds_prefix(match)):
-        return Resolved(match, None, None)
-    expanded = _PLACEHOLDER.sub(lambda found: _expand(conn, found.group(1)), match)
+    expanded = "".join(p if isinstance(p, str) else _expand(conn, p.text) for p in match)
+    if not (required or excluded):
+        return Resolved(expanded, None, None)
     require = " AND ".join(_exact(t) for t in required) or None
     exclude = " OR ".join(f"({_exact(t)})" for t in excluded) or None
     return Resolved(expanded, require, exclude)

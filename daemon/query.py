@@ -18,17 +18,19 @@ phrase of its character bigrams. A document holding the exact spelling matches e
 alternative and so ranks first. A symbol term (``C++``, ``C#``, ``.NET``) is searched
 as its own token only (``tokens.symbol_token``): never as the bare ``c`` or ``net``.
 
-A prefix term (``deprecat*``) depends on the words the index holds: it stands in the
-expression as ``prefixes.placeholder`` and the searcher resolves it (see ``prefixes``).
+An expression is kept in pieces (``Expr``): FTS5 text, and the prefix terms
+(``deprecat*``) whose words depend on what the index holds, which the searcher resolves
+when it runs (see ``prefixes``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import prefixes, tokens
+from kbindex.daemon import tokens
 from kbindex.daemon.tokens import fts5_string
 
 MODES: Final = ("auto", "all", "any", "raw")
@@ -69,23 +71,72 @@ class BadQuery(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Prefix:
+    """A prefix term as typed, without its ``*``: it stands for the words the index
+    holds that start with it, known only when a search runs (``prefixes``)."""
+
+    text: str
+
+
+Expr = tuple[str | Prefix, ...]
+"""An FTS5 MATCH expression in pieces: FTS5 text, and prefix terms still to resolve.
+Adjacent text is one piece (``_pieces``), so equal expressions are equal tuples."""
+
+
+def _pieces(parts: Iterable[str | Prefix]) -> Expr:
+    pieces: list[str | Prefix] = []
+    for part in parts:
+        if isinstance(part, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += part
+        elif part != "":
+            pieces.append(part)
+    return tuple(pieces)
+
+
+def join(separator: str, exprs: Iterable[Expr]) -> Expr:
+    parts: list[str | Prefix] = []
+    for i, expr in enumerate(exprs):
+        if i:
+            parts.append(separator)
+        parts += expr
+    return _pieces(parts)
+
+
+def grouped(expr: Expr, after: str) -> Expr:
+    """``(expr)`` followed by ``after`` (exclusions)."""
+    return _pieces(["(", *expr, ")" + after])
+
+
+def has_prefix(expr: Expr) -> bool:
+    return any(isinstance(piece, Prefix) for piece in expr)
+
+
+def render(expr: Expr) -> str:
+    """The expression as FTS5 text; it must hold no prefix term."""
+    if has_prefix(expr):
+        raise ValueError(f"{expr!r} holds a prefix term still to resolve")
+    return "".join(str(piece) for piece in expr)
+
+
+@dataclass(frozen=True, slots=True)
 class Term:
     text: str
     phrase: bool = False
     prefix: bool = False
     negated: bool = False
 
-    def fts(self) -> str:
+    def fts(self) -> Expr:
         """This term as a strict FTS5 expression (``all`` mode, exclusions): any one of
         its spellings, each whole."""
+        return (Prefix(self.text),) if self.exact_prefix else (self._strict(),)
+
+    def _strict(self) -> str:
         if tokens.has_unsegmented(self.text):
             items = self._unsegmented(loose=False)
             return items[0] if len(items) == 1 else "(" + " AND ".join(items) + ")"
         symbol = tokens.symbol_token(self.text)
         if symbol:
             return fts5_string(symbol)
-        if self.prefix:
-            return prefixes.placeholder(self.text)
         if not self.phrase:
             alternatives = tokens.identifier_alternatives(self.text)
             if alternatives:
@@ -107,11 +158,11 @@ class Term:
             and not tokens.symbol_token(self.text)
         )
 
-    def loose(self) -> list[str]:
+    def loose(self) -> list[Expr]:
         """This term as items of a ranked OR (``any`` mode): the words it is made of, each
         on its own, plus the spellings that join or split them."""
         if tokens.has_unsegmented(self.text):
-            return self._unsegmented(loose=True)
+            return [(item,) for item in self._unsegmented(loose=True)]
         if self.phrase or self.prefix or tokens.symbol_token(self.text):
             return [self.fts()]
         # Trigger: a question holds "0-dimensional", "IL-10", "max_file_size". Why split:
@@ -126,7 +177,7 @@ class Term:
             # joined form of snake_case and kebab-case.
             spelled = {" ".join(w.lower() for w in words)}
             items += [fts5_string(a) for a in alternatives[1:] if a not in spelled]
-        return items
+        return [(item,) for item in items]
 
     def _unsegmented(self, *, loose: bool) -> list[str]:
         # Runs of unsegmented script are matched by their bigrams (the grams column);
@@ -173,20 +224,21 @@ class Alternatives:
     items and none of the exclusions. The searcher may leave out items too common to
     select anything (``frequency``)."""
 
-    items: tuple[str, ...]
+    items: tuple[Expr, ...]
     exclusions: str = ""
+    """`` NOT ...`` for each excluded term (never a prefix term: see ``_exclusions``)."""
 
-    def expression(self, items: tuple[str, ...] | None = None) -> str:
+    def expression(self, items: tuple[Expr, ...] | None = None) -> Expr:
         """The MATCH expression of ``items`` (by default all of them)."""
-        expr = " OR ".join(self.items if items is None else items)
-        return f"({expr}){self.exclusions}" if self.exclusions else expr
+        expr = join(" OR ", self.items if items is None else items)
+        return grouped(expr, self.exclusions) if self.exclusions else expr
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    match: str | None
+    match: Expr | None
     """The MATCH expression for ``docs``, or None when nothing can match (no positive
-    term); prefix terms stand in it as ``prefixes.placeholder``."""
+    term)."""
     mode: str
     terms: tuple[str, ...] = ()
     """Lower-cased strings that show where a term matched (to place the snippet)."""
@@ -237,7 +289,7 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     query = query.translate(_CONTROL_TO_SPACE)
     if mode == "raw":
         stripped = query.strip()
-        return Compiled(stripped or None, "raw", tuple(_plain_words(stripped)))
+        return Compiled((stripped,) if stripped else None, "raw", tuple(_plain_words(stripped)))
     terms = parse(query)[:MAX_TERMS]
     positive = [t for t in terms if not t.negated]
     negative = [t for t in terms if t.negated]
@@ -257,9 +309,9 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
         return Compiled(
             any_expr, "any", needles, excluded_prefixes=excluded, alternatives=alternatives
         )
-    all_expr = " AND ".join(t.fts() for t in positive)
+    all_expr = join(" AND ", (t.fts() for t in positive))
     if negative:
-        all_expr = f"({all_expr})" + _exclusions(negative)
+        all_expr = grouped(all_expr, _exclusions(negative))
     # One CJK word of three or more characters also deserves a second chance: the
     # ``any`` form matches its bigrams one by one.
     loose = len(positive) > 1 or tokens.has_unsegmented(positive[0].text)
@@ -280,7 +332,7 @@ def _join_any(positive: list[Term], negative: list[Term]) -> Alternatives:
 def _exclusions(negative: list[Term]) -> str:
     # A stemmed form of an excluded prefix would also exclude words that merely share
     # its stem: those go to ``Compiled.excluded_prefixes``, checked on the exact index.
-    return "".join(f" NOT {t.fts()}" for t in negative if not t.exact_prefix)
+    return "".join(f" NOT {t._strict()}" for t in negative if not t.exact_prefix)
 
 
 def _plain_words(query: str) -> list[str]:

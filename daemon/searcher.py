@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from kbindex.daemon import frequency, passages, prefixes
 from kbindex.daemon.documents import EXACT, STEMMED
-from kbindex.daemon.query import Alternatives, BadQuery, Compiled
+from kbindex.daemon.query import Alternatives, BadQuery, Compiled, Expr
 from kbindex.daemon.store import is_damage
 from kbindex.proto.messages import FileInfo, Hit
 
@@ -122,7 +122,7 @@ class _Query:
     def run(
         self,
         conn: sqlite3.Connection,
-        match: str,
+        match: Expr,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
     ) -> tuple[list[Hit], int]:

@@ -56,12 +56,12 @@ def test_nothing_is_left_out_when_every_word_is_common_or_none_is(store: Store) 
     add(store, corpus(birds=12, plain=28))
     with store.reader() as conn:
         assert frequency.documents(conn) == 40
-        common = Alternatives(('"notes"', '"mention"'))
+        common = Alternatives((('"notes"',), ('"mention"',)))
         assert frequency.selective(conn, common) is None
-        rare = Alternatives(('"kestrel"', '"osprey"'))
+        rare = Alternatives((('"kestrel"',), ('"osprey"',)))
         assert frequency.selective(conn, rare) is None
-        both = Alternatives(('"notes"', '"kestrel"', '"mention"', '"osprey"'))
-        assert frequency.selective(conn, both) == ('"kestrel"', '"osprey"')
+        both = Alternatives((('"notes"',), ('"kestrel"',), ('"mention"',), ('"osprey"',)))
+        assert frequency.selective(conn, both) == (('"kestrel"',), ('"osprey"',))
     result = search(store, "which notes mention these notes?", limit=5)
     assert result.total == 40
 
@@ -70,13 +70,13 @@ def test_the_cut_follows_the_share_of_documents(store: Store) -> None:
     # "osprey" is in 6 of 20 documents (30%: not above the fraction), "kestrel" in 6.
     add(store, corpus(birds=12, plain=8))
     with store.reader() as conn:
-        alternatives = Alternatives(('"kestrel"', '"osprey"', '"notes"'))
-        assert frequency.selective(conn, alternatives) == ('"kestrel"', '"osprey"')
+        alternatives = Alternatives((('"kestrel"',), ('"osprey"',), ('"notes"',)))
+        assert frequency.selective(conn, alternatives) == (('"kestrel"',), ('"osprey"',))
     # One more bird note with "osprey" takes it past 30% of 21: now it is common too,
     # and only "kestrel" (6 of 21) chooses.
     add(store, {"bird99.md": "an osprey again"})
     with store.reader() as conn:
-        assert frequency.selective(conn, alternatives) == ('"kestrel"',)
+        assert frequency.selective(conn, alternatives) == (('"kestrel"',),)
 
 
 def test_a_prefix_term_is_kept_and_still_resolved(store: Store) -> None:
