@@ -17,6 +17,7 @@ import logging
 import os
 import queue
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -117,6 +118,10 @@ class Store:
         (search p50 through the socket 9.5 ms, in-process on one connection 7.5 ms)."""
         self.generation = 0
         """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
+        self._replacing = threading.Lock()
+        """Held by ``rebuild`` until the new file is open and migrated: a reader that
+        connected meanwhile found no file (an unexpected error) or one without tables
+        (a query error), where the client must only ever see the rebuild."""
         self.writes = 0
         """Committed write transactions (and rebuilds): what was counted from the index
         stays true until this changes."""
@@ -221,15 +226,16 @@ class Store:
     def rebuild(self, reason: str) -> Path:
         """Replace a database found damaged while running with an empty one; the old
         file is kept aside. Call with no write in progress (the indexer's lock)."""
-        self.generation += 1
-        self.checkpoints.settle()
-        self._close_readers()
-        self._close_writer()
-        kept = self._move_aside()
-        self.writes += 1
-        self.recovered = f"{reason}; the old file was kept as {kept}"
-        log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
-        self._writer = self._open_checked()
+        with self._replacing:
+            self.generation += 1
+            self.checkpoints.settle()
+            self._close_readers()
+            self._close_writer()
+            kept = self._move_aside()
+            self.writes += 1
+            self.recovered = f"{reason}; the old file was kept as {kept}"
+            log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
+            self._writer = self._open_checked()
         return kept
 
     def checkpoint(self) -> None:
@@ -320,8 +326,9 @@ class Store:
             try:
                 generation, conn = self._readers.get_nowait()
             except queue.Empty:
-                generation = self.generation
-                conn = _connect(self.db_path, readonly=True)
+                with self._replacing:
+                    generation = self.generation
+                    conn = _connect(self.db_path, readonly=True)
                 break
             if generation == self.generation:
                 break

@@ -14,13 +14,17 @@ import random
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Daemon, mode_bound, wait_for, write
+from conftest import Daemon, mode_bound, note, wait_for, write
+from kbindex.daemon import schema, searcher
+from kbindex.daemon.query import compile_query
+from kbindex.daemon.store import Store
 from kbindex.proto.client import DaemonError
 
 MakeDaemon = Callable[..., Daemon]
@@ -308,6 +312,49 @@ async def test_damage_found_while_serving_rebuilds_in_the_background(
     await d.refresh()
     assert d.stop() == 0
     assert_index_equals_disk(d)
+
+
+@pytest.mark.parametrize("pause", ["before the new file exists", "before its tables exist"])
+def test_a_search_during_a_rebuild_sees_the_new_file_complete(
+    store: Store, monkeypatch: pytest.MonkeyPatch, pause: str
+) -> None:
+    """A search that opens a connection while a rebuild replaces the file gets the new
+    file once it has its tables (empty until the refill): never a missing file (an
+    'internal' error) or one without tables (a 'bad_query'). Only the pause inside the
+    rebuild is arranged, as the real window lasts milliseconds; the rebuild, the files
+    and the search are real."""
+    store.apply([note("a.md", "walrus harbour")], [])
+    owner: object = Store if pause == "before the new file exists" else schema
+    name = "_open_checked" if owner is Store else "migrate"
+    real = getattr(owner, name)
+    entered, release = threading.Event(), threading.Event()
+
+    def paused(*args: object) -> object:
+        entered.set()
+        release.wait(10)
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, paused)
+    rebuild = threading.Thread(target=store.rebuild, args=("damaged",))
+    rebuild.start()
+    assert entered.wait(10)
+    outcome: list[object] = []
+
+    def search() -> None:
+        try:
+            with store.reader() as conn:
+                outcome.append(searcher.search(conn, compile_query("walrus", "all"), 10, None))
+        except Exception as exc:
+            outcome.append(exc)
+
+    reader = threading.Thread(target=search)
+    reader.start()
+    reader.join(0.1)  # the failure it guards against came at once
+    release.set()
+    rebuild.join(10)
+    reader.join(10)
+    assert [type(o).__name__ for o in outcome] == ["SearchResult"], outcome
+    assert isinstance(outcome[0], searcher.SearchResult) and outcome[0].hits == []
 
 
 @pytest.fixture
