@@ -469,10 +469,7 @@ class Service:
             if getattr(new, name) != getattr(self.settings, name)
         ]
         async with self._roots_lock:
-            rules = self.indexer.rules
-            rules.included = new.included_extensions
-            rules.excluded = new.excluded_extensions
-            rules.exclude_globs = tuple(new.exclude_globs)
+            self.indexer.rules.apply(new)
             self.indexer.max_file_bytes = new.max_file_bytes
             old_roots, new_roots = set(self.roots.paths), set(new.roots)
             self.settings = new
@@ -481,7 +478,6 @@ class Service:
             for root in sorted(new_roots - old_roots):
                 await self._attach_root(root)
             for root in sorted(old_roots & new_roots):
-                rules.configure_root(new.options_for(root))
                 self._rescan(root)
         self.config_error = ""
         summary = (
