@@ -33,6 +33,7 @@ import anyio.to_thread
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.activation import ActivationError, inherited_socket
 from kbindex.daemon.changes import Changes
+from kbindex.daemon.control import Control
 from kbindex.daemon.health import Health
 from kbindex.daemon.ignore import IgnoreRules
 from kbindex.daemon.indexer import Indexer
@@ -115,11 +116,12 @@ async def _serve(
         health,
         poll_seconds=settings.poll_interval_seconds,
     )
+    control = Control(settings, roots, indexer, health, changes, watcher)
     async with anyio.create_task_group() as tg:
         recovery = Recovery(indexer, health, tg)
         indexer.on_damage = recovery.damaged
         service = Service(
-            settings,
+            control,
             store,
             roots,
             indexer,
@@ -128,7 +130,6 @@ async def _serve(
             recovery,
             readers=readers,
             changes=changes,
-            watcher=watcher,
         )
         server = Server(
             service.handle,
@@ -151,11 +152,11 @@ async def _serve(
             log.warning("no roots to index: add one with kbctl roots add PATH")
         tg.start_soon(_signals, tg, server, notifier)
         if reread is not None:
-            tg.start_soon(_reloads, service, reread, notifier)
+            tg.start_soon(_reloads, control, reread, notifier)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)
         tg.start_soon(Reconciler(indexer, roots, changes, health).run)
-        tg.start_soon(_rescan_forever, indexer, lambda: service.settings.scan_interval_seconds)
+        tg.start_soon(_rescan_forever, indexer, lambda: control.settings.scan_interval_seconds)
         tg.start_soon(_retry_unwritable, indexer)
 
 
@@ -192,23 +193,11 @@ async def _signals(tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier) 
             tg.start_soon(_shutdown, tg, server)
 
 
-async def _reloads(service: Service, reread: Callable[[], Settings], notifier: Notifier) -> None:
+async def _reloads(control: Control, reread: Callable[[], Settings], notifier: Notifier) -> None:
     with anyio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
             notifier.reloading()
-            try:
-                new = await anyio.to_thread.run_sync(reread)
-            except SettingsError as exc:
-                log.error("reload refused, keeping the running configuration: %s", exc)
-                service.config_error = str(exc)
-            else:
-                try:
-                    log.info("%s", await service.reload(new))
-                except Exception as exc:
-                    # A reload that fails halfway (a write to a full disk) must not
-                    # take the daemon down; the next reload or scan completes it.
-                    log.exception("reload failed")
-                    service.config_error = f"reload failed halfway ({exc}); see the log"
+            await control.reload(reread)
             notifier.ready()
 
 

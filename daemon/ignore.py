@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Final
 
 import pathspec
-from kbindex.daemon.settings import RootOptions
+from kbindex.daemon.settings import RootOptions, Settings
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,16 @@ class IgnoreRules:
             self.configure_root(options)
 
     # ------------------------------------------------------------ configuration
+
+    def apply(self, settings: Settings) -> None:
+        """Take re-read settings (a reload): the extensions, ``exclude_globs``, and the
+        config patterns of every root configured so far. A root added later is
+        configured when it is added; one removed is forgotten."""
+        self.included = settings.included_extensions
+        self.excluded = settings.excluded_extensions
+        self.exclude_globs = tuple(settings.exclude_globs)
+        for root in list(self._roots):
+            self.configure_root(settings.options_for(Path(root)))
 
     def configure_root(self, options: RootOptions) -> None:
         """Set a root's config patterns (at startup, and for roots added at runtime)."""

@@ -20,19 +20,19 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
-from kbindex.daemon import config_file, replies, searcher, textfile
 from kbindex.daemon import health as state
+from kbindex.daemon import replies, searcher, textfile
 from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
+from kbindex.daemon.control import BadRoot, Changed, Control
 from kbindex.daemon.explanation import FileState, explain
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexer import Indexer
 from kbindex.daemon.query import BadQuery, compile_query
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
-from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
+from kbindex.daemon.settings import Settings
 from kbindex.daemon.store import Store, disk_bytes, is_damage, is_unwritable
-from kbindex.daemon.watcher import Watcher
 from kbindex.proto.messages import (
     MAX_LIMIT,
     MIN_LIMIT,
@@ -105,6 +105,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     OutsideRoots: ErrorCode.OUTSIDE_ROOTS,
     searcher.NotIndexed: ErrorCode.NOT_FOUND,
     VersionMismatch: ErrorCode.VERSION_MISMATCH,
+    BadRoot: ErrorCode.INVALID_ARGUMENT,
     ConfigError: ErrorCode.CONFIG_ERROR,
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
@@ -122,7 +123,7 @@ def error_reply(exc: Exception) -> ErrorReply | None:
 class Service:
     def __init__(
         self,
-        settings: Settings,
+        control: Control,
         store: Store,
         roots: Roots,
         indexer: Indexer,
@@ -132,9 +133,8 @@ class Service:
         *,
         readers: Executor,
         changes: Changes | None = None,
-        watcher: Watcher | None = None,
     ) -> None:
-        self.settings = settings
+        self.control = control
         self.store = store
         self.roots = roots
         self.indexer = indexer
@@ -142,14 +142,15 @@ class Service:
         self.background = background
         self.recovery = recovery
         self.changes = changes
-        self.watcher = watcher
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
-        self._roots_lock = anyio.Lock()
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
-        self.config_error = ""
-        """Why the last reload was refused (status shows it); "" after one succeeds."""
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (a reload replaces them)."""
+        return self.control.settings
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         def run() -> T:
@@ -209,9 +210,9 @@ class Service:
             case Check():
                 return await self.check()
             case AddRoot():
-                return await self.add_root(request)
+                return await self._roots_reply(await self.control.add_root(request.path))
             case RemoveRoot():
-                return await self.remove_root(request)
+                return await self._roots_reply(await self.control.remove_root(request.path))
         raise InvalidArgument(f"unsupported request {type(request).__name__}")
 
     def hello(self, request: Hello) -> HelloReply:
@@ -255,7 +256,7 @@ class Service:
             socket_path=str(self.settings.socket_path),
             index_recovered=self.store.recovered,
             index_error=self.health.index_error,
-            config_error=self.config_error,
+            config_error=self.control.config_error,
             watch=health.watch_state(),
             pending=health.pending,
             last_event_at=health.last_event_at,
@@ -394,121 +395,13 @@ class Service:
             explain, self.indexer.rules, self.changes, located, state
         )
 
-    # ------------------------------------------------------------ roots at runtime
-
-    async def add_root(self, request: AddRoot) -> RootsReply:
-        if not os.path.isabs(request.path):
-            raise InvalidArgument(f"give the root as an absolute path, not {request.path!r}")
-        async with self._roots_lock:
-            root = await anyio.to_thread.run_sync(self._check_new_root, request.path)
-            config = self._config_path()
-            done = await anyio.to_thread.run_sync(
-                config_file.persist_add, config, root, self.roots.paths
-            )
-            await self._attach_root(root)
-            log.info("root added: %s (%s)", root, done)
-        return await self._roots_reply(f"{done}; indexing it now", config)
-
-    async def _attach_root(self, root: Path) -> None:
-        self.indexer.rules.configure_root(self.settings.options_for(root))
-        self.roots.add(root)
-        if self.watcher is not None:
-            await self.watcher.add_root(str(root), self.settings.watch_mode(root))
-        self._rescan(root)
-
-    def _rescan(self, root: Path) -> None:
-        if self.changes is not None:
-            self.changes.rescan(str(root))
-        else:
-            whole = [Located(root, root, "")]
-            self.background.start_soon(self._refresh_in_background, whole, False)
-
-    def _check_new_root(self, raw: str) -> Path:
-        """Validated like the roots in the settings, plus: not inside the state directory."""
-        try:
-            root = check_root(Path(raw), self.roots.paths)
-        except SettingsError as exc:
-            raise InvalidArgument(str(exc)) from None
-        if root.is_relative_to(self.settings.state_dir.resolve()):
-            raise InvalidArgument(f"{root} lies inside the daemon's state directory")
-        return root
-
-    async def remove_root(self, request: RemoveRoot) -> RootsReply:
-        async with self._roots_lock:
-            wanted = await anyio.to_thread.run_sync(_real_path, request.path)
-            if wanted not in self.roots.paths:
-                listed = ", ".join(str(r) for r in self.roots.paths) or "none"
-                raise InvalidArgument(f"{wanted} is not a root (roots: {listed})")
-            config = self._config_path()
-            done = await anyio.to_thread.run_sync(
-                config_file.persist_remove, config, wanted, self.roots.paths
-            )
-            removed = await self._detach_root(wanted)
-            log.info("root removed: %s (%s, %d documents forgotten)", wanted, done, removed)
-        return await self._roots_reply(f"{done}; {removed:,} documents removed", config)
-
-    async def _detach_root(self, wanted: Path) -> int:
-        root = str(wanted)
-        if self.watcher is not None:
-            await self.watcher.remove_root(root)
-        if self.changes is not None:
-            self.changes.forget_root(root)
-        self.roots.remove(wanted)
-        self.indexer.rules.forget_root(root)
-        removed = await self.indexer.remove_root(root)
-        self.health.roots.pop(root, None)
-        return removed
-
-    async def reload(self, new: Settings) -> str:
-        """Apply re-read settings without dropping connections (SIGHUP): roots, ignore
-        rules, extensions, size cap, intervals. Every root is then reconciled, so files
-        newly ignored leave the index and newly allowed ones join it."""
-        unchanged = [
-            name
-            for name in ("state_dir", "socket_path")
-            if getattr(new, name) != getattr(self.settings, name)
-        ]
-        async with self._roots_lock:
-            rules = self.indexer.rules
-            rules.included = new.included_extensions
-            rules.excluded = new.excluded_extensions
-            rules.exclude_globs = tuple(new.exclude_globs)
-            self.indexer.max_file_bytes = new.max_file_bytes
-            old_roots, new_roots = set(self.roots.paths), set(new.roots)
-            self.settings = new
-            for root in sorted(old_roots - new_roots):
-                await self._detach_root(root)
-            for root in sorted(new_roots - old_roots):
-                await self._attach_root(root)
-            for root in sorted(old_roots & new_roots):
-                rules.configure_root(new.options_for(root))
-                self._rescan(root)
-        self.config_error = ""
-        summary = (
-            f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
-            f"{len(old_roots - new_roots)} removed"
-        )
-        if unchanged:
-            summary += f"; {' and '.join(unchanged)} change only at restart"
-        return summary
-
-    async def _roots_reply(self, message: str, config: Path) -> RootsReply:
-        if self.settings.roots_source != "config":
-            message += (
-                f" (note: this daemon took its roots from the {self.settings.roots_source}, "
-                "which override the config file's roots at the next start)"
-            )
+    async def _roots_reply(self, changed: Changed) -> RootsReply:
         counts = await self._counts()
         return RootsReply(
-            roots=self._root_statuses(counts.per_root), message=message, config_path=str(config)
+            roots=self._root_statuses(counts.per_root),
+            message=changed.message,
+            config_path=str(changed.config_path),
         )
-
-    def _config_path(self) -> Path:
-        return self.settings.config_path or default_config_path()
-
-
-def _real_path(raw: str) -> Path:
-    return Path(os.path.realpath(Path(raw).expanduser()))
 
 
 def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:

@@ -3,6 +3,9 @@
 Order of precedence for every setting: command-line flag, then environment variable,
 then the TOML config file, then the default. Every value is validated here, at startup,
 with one clear message per bad value: the daemon fails fast rather than half-running.
+
+Each setting is declared once, in ``OPTIONS`` (key, flag, variable, converter, help):
+the parser, the lookups and the config file's known keys come from there.
 """
 
 from __future__ import annotations
@@ -10,10 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pathspec
 import platformdirs
@@ -23,23 +26,6 @@ ALL_TEXT = "*"
 """``included_extensions = ["*"]``: every file that looks like text, whatever its name."""
 
 DEFAULT_INCLUDED = (".txt", ".md", ".rst")
-KNOWN_KEYS = frozenset(
-    {
-        "roots",
-        "state_dir",
-        "socket_path",
-        "included_extensions",
-        "excluded_extensions",
-        "scan_interval_seconds",
-        "max_file_size_mb",
-        "log_level",
-        "exclude_globs",
-        "watch",
-        "poll_interval_seconds",
-        "frame_timeout_seconds",
-        "root",
-    }
-)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 WATCH_MODES = ("auto", "poll", "off")
 """``auto``: inotify events, falling back to polling when inotify fails; ``poll``: a
@@ -111,42 +97,145 @@ def default_config_path() -> Path:
     return Path(platformdirs.user_config_dir("kbindex")) / "config.toml"
 
 
+@dataclass(frozen=True)
+class Given:
+    """A setting's raw value as found (None: given nowhere), for its converter."""
+
+    key: str
+    value: Any
+    env: Mapping[str, str]
+    config_dir: Path
+    from_file: bool
+
+    @property
+    def base(self) -> Path:
+        """What a relative path is relative to: where it was written (the working
+        directory for a flag or an environment variable, the config file's folder)."""
+        return self.config_dir if self.from_file else Path.cwd()
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its config-file key (also its Settings field), flag, environment
+    variable and converter (raw value to typed value, or the default when given nowhere;
+    raises SettingsError). The rest is the flag's argparse help."""
+
+    key: str
+    flag: str
+    env: str
+    convert: Callable[[Given], Any]
+    metavar: str | None = None
+    help: str | None = None
+    repeatable: bool = False
+    cli_type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] = ()
+
+
+def _state_dir(given: Given) -> Path:
+    if given.value is None:
+        return Path(platformdirs.user_state_dir("kbindex"))
+    return _path(given.value, given.base)
+
+
+def _socket_path(given: Given) -> Path:
+    if given.value is None:
+        return default_socket_path(dict(given.env))
+    return _path(given.value, given.base)
+
+
+def _included(given: Given) -> frozenset[str] | None:
+    return _extensions(given.value, given.key, DEFAULT_INCLUDED)
+
+
+def _excluded(given: Given) -> frozenset[str]:
+    return _extensions(given.value, given.key, ()) or Settings.excluded_extensions
+
+
+def _log_level(given: Given) -> str:
+    level = str(given.value or Settings.log_level).lower()
+    if level not in LOG_LEVELS:
+        raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+    return level
+
+
+def _exclude_globs(given: Given) -> tuple[str, ...]:
+    raw = given.value
+    if isinstance(raw, str):
+        raw = [part for part in raw.split(",") if part.strip()]
+    return _globs(raw, given.key)
+
+
+def _watch(given: Given) -> str:
+    return _watch_mode(given.value, given.key) or Settings.watch
+
+
+def _number(default: float, *, minimum: float) -> Callable[[Given], float]:
+    def convert(given: Given) -> float:
+        raw, key = given.value, given.key
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{key} must be a number, not {raw!r}") from None
+        if not value >= minimum or value == float("inf"):
+            raise SettingsError(f"{key} must be at least {minimum}, not {raw!r}")
+        return value
+
+    return convert
+
+
+# Every setting but ``roots`` (a positional argument, ``os.pathsep``-separated in the
+# environment, and its origin is kept) and ``root`` (tables, config file only). The
+# order is the order of the flags in --help and of the checks. A default the Settings
+# class declares is taken from there, so it is written once.
+OPTIONS: Final = (
+    Option("state_dir", "--state-dir", "KBINDEX_STATE_DIR", _state_dir,
+           metavar="DIR", help="where the index lives"),
+    Option("socket_path", "--socket", SOCKET_ENV, _socket_path,
+           metavar="PATH", help="Unix socket to serve on"),
+    Option("included_extensions", "--include-ext", "KBINDEX_INCLUDED_EXTENSIONS", _included,
+           metavar="EXT", help="extension to index (repeatable); '*' for every text file",
+           repeatable=True),
+    Option("excluded_extensions", "--exclude-ext", "KBINDEX_EXCLUDED_EXTENSIONS", _excluded,
+           metavar="EXT", help="extension to skip (repeatable)", repeatable=True),
+    Option("scan_interval_seconds", "--scan-interval", "KBINDEX_SCAN_INTERVAL",
+           _number(Settings.scan_interval_seconds, minimum=1.0),
+           metavar="SECONDS", cli_type=float),
+    Option("max_file_size_mb", "--max-file-size-mb", "KBINDEX_MAX_FILE_SIZE_MB",
+           _number(Settings.max_file_size_mb, minimum=0.001),
+           metavar="MB", cli_type=float),
+    Option("log_level", "--log-level", "KBINDEX_LOG_LEVEL", _log_level,
+           cli_type=str.lower, choices=LOG_LEVELS),
+    Option("exclude_globs", "--exclude-glob", "KBINDEX_EXCLUDE_GLOBS", _exclude_globs,
+           metavar="PATTERN", help="gitignore-style pattern to skip in every root (repeatable)",
+           repeatable=True),
+    Option("watch", "--watch", "KBINDEX_WATCH", _watch,
+           help="auto: react to inotify events; poll: re-check every --poll-interval seconds; "
+           "off: only the periodic scan", choices=WATCH_MODES),
+    Option("poll_interval_seconds", "--poll-interval", "KBINDEX_POLL_INTERVAL",
+           _number(Settings.poll_interval_seconds, minimum=0.2),
+           metavar="SECONDS", cli_type=float),
+    Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
+           _number(Settings.frame_timeout_seconds, minimum=0.1),
+           metavar="SECONDS", cli_type=float,
+           help="close a connection that takes longer to send a frame or take a reply"),
+)  # fmt: skip
+KNOWN_KEYS: Final = frozenset({"roots", "root", *(option.key for option in OPTIONS)})
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("roots", nargs="*", metavar="ROOT", help="directories to index")
     parser.add_argument("--config", metavar="FILE", help="TOML config file")
-    parser.add_argument("--state-dir", metavar="DIR", help="where the index lives")
-    parser.add_argument("--socket", metavar="PATH", help="Unix socket to serve on")
-    parser.add_argument(
-        "--include-ext",
-        action="append",
-        metavar="EXT",
-        help="extension to index (repeatable); '*' for every text file",
-    )
-    parser.add_argument(
-        "--exclude-ext", action="append", metavar="EXT", help="extension to skip (repeatable)"
-    )
-    parser.add_argument("--scan-interval", type=float, metavar="SECONDS")
-    parser.add_argument("--max-file-size-mb", type=float, metavar="MB")
-    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS)
-    parser.add_argument(
-        "--exclude-glob",
-        action="append",
-        metavar="PATTERN",
-        help="gitignore-style pattern to skip in every root (repeatable)",
-    )
-    parser.add_argument(
-        "--watch",
-        choices=WATCH_MODES,
-        help="auto: react to inotify events; poll: re-check every --poll-interval seconds; "
-        "off: only the periodic scan",
-    )
-    parser.add_argument("--poll-interval", type=float, metavar="SECONDS")
-    parser.add_argument(
-        "--frame-timeout",
-        type=float,
-        metavar="SECONDS",
-        help="close a connection that takes longer to send a frame or take a reply",
-    )
+    for option in OPTIONS:
+        kwargs: dict[str, Any] = {"dest": option.key, "metavar": option.metavar}
+        if option.repeatable:
+            kwargs["action"] = "append"
+        if option.cli_type is not None:
+            kwargs["type"] = option.cli_type
+        if option.choices:
+            kwargs["choices"] = option.choices
+        parser.add_argument(option.flag, help=option.help, **kwargs)
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Settings:
@@ -156,13 +245,6 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     config_path = Path(explicit_config).expanduser() if explicit_config else default_config_path()
     file_values = _read_config(config_path, required=bool(explicit_config))
     base = config_path.parent
-
-    def pick(flag: Any, env_name: str, key: str) -> Any:
-        if flag is not None:
-            return flag
-        if env.get(env_name):
-            return env[env_name]
-        return file_values.get(key)
 
     roots_raw: Sequence[str] | None
     if args.roots:
@@ -179,79 +261,27 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         roots_source = "config"
     roots = _roots(roots_raw, roots_base)
 
-    def pick_path(flag: Any, env_name: str, key: str) -> Path | None:
-        # A relative path is relative to where it was written: the working directory
-        # for a flag or an environment variable, the config file's folder for the file.
-        if flag is not None or env.get(env_name):
-            return _path(pick(flag, env_name, key), Path.cwd())
-        raw = file_values.get(key)
-        return None if raw is None else _path(raw, base)
-
-    state_dir = pick_path(args.state_dir, "KBINDEX_STATE_DIR", "state_dir") or Path(
-        platformdirs.user_state_dir("kbindex")
-    )
-    socket_path = pick_path(args.socket, SOCKET_ENV, "socket_path") or default_socket_path(
-        dict(env)
-    )
-
-    include_raw = pick(args.include_ext, "KBINDEX_INCLUDED_EXTENSIONS", "included_extensions")
-    exclude_raw = pick(args.exclude_ext, "KBINDEX_EXCLUDED_EXTENSIONS", "excluded_extensions")
-    included = _extensions(include_raw, "included_extensions", DEFAULT_INCLUDED)
-    excluded = _extensions(exclude_raw, "excluded_extensions", ()) or frozenset()
-
-    interval = _number(
-        pick(args.scan_interval, "KBINDEX_SCAN_INTERVAL", "scan_interval_seconds"),
-        "scan_interval_seconds",
-        300.0,
-        minimum=1.0,
-    )
-    max_mb = _number(
-        pick(args.max_file_size_mb, "KBINDEX_MAX_FILE_SIZE_MB", "max_file_size_mb"),
-        "max_file_size_mb",
-        10.0,
-        minimum=0.001,
-    )
-    level = str(pick(args.log_level, "KBINDEX_LOG_LEVEL", "log_level") or "info").lower()
-    if level not in LOG_LEVELS:
-        raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
-    exclude_raw = pick(args.exclude_glob, "KBINDEX_EXCLUDE_GLOBS", "exclude_globs")
-    if isinstance(exclude_raw, str):
-        exclude_raw = [part for part in exclude_raw.split(",") if part.strip()]
-    exclude_globs = _globs(exclude_raw, "exclude_globs")
-    watch = _watch_mode(pick(args.watch, "KBINDEX_WATCH", "watch"), "watch") or "auto"
-    poll_interval = _number(
-        pick(args.poll_interval, "KBINDEX_POLL_INTERVAL", "poll_interval_seconds"),
-        "poll_interval_seconds",
-        3.0,
-        minimum=0.2,
-    )
-    frame_timeout = _number(
-        pick(args.frame_timeout, "KBINDEX_FRAME_TIMEOUT", "frame_timeout_seconds"),
-        "frame_timeout_seconds",
-        10.0,
-        minimum=0.1,
-    )
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        flag = getattr(args, option.key)
+        if flag is not None:
+            given = Given(option.key, flag, env, base, from_file=False)
+        elif env.get(option.env):
+            given = Given(option.key, env[option.env], env, base, from_file=False)
+        else:
+            given = Given(option.key, file_values.get(option.key), env, base, from_file=True)
+        values[option.key] = option.convert(given)
     root_options = _root_options(
         file_values.get("root"), base, roots if roots_source == "config" else None
     )
 
     return Settings(
         roots=roots,
-        state_dir=state_dir,
-        socket_path=socket_path,
-        included_extensions=included,
-        excluded_extensions=excluded,
-        scan_interval_seconds=interval,
-        max_file_size_mb=max_mb,
-        log_level=level,
         config_path=config_path if config_path.exists() else None,
         cli_roots=tuple(Path(r) for r in args.roots or ()),
-        exclude_globs=exclude_globs,
-        watch=watch,
-        poll_interval_seconds=poll_interval,
-        frame_timeout_seconds=frame_timeout,
         root_options=root_options,
         roots_source=roots_source,
+        **values,
     )
 
 
@@ -392,15 +422,3 @@ def _extensions(raw: Any, key: str, default: Sequence[str]) -> frozenset[str] | 
         if "/" in ext or ext in (".", ""):
             raise SettingsError(f"{key}: {ext!r} is not a file extension")
     return frozenset(x if x.startswith(".") else f".{x}" for x in cleaned)
-
-
-def _number(raw: Any, key: str, default: float, *, minimum: float) -> float:
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise SettingsError(f"{key} must be a number, not {raw!r}") from None
-    if not value >= minimum or value == float("inf"):
-        raise SettingsError(f"{key} must be at least {minimum}, not {raw!r}")
-    return value

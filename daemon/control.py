@@ -1,0 +1,178 @@
+"""Changing what the daemon indexes while it runs: roots added and removed
+(``kbctl roots add|remove``, written to the config file) and settings re-read on SIGHUP.
+
+Every change holds one lock, so two of them never interleave, and leaves the roots, the
+ignore rules, the watches and the index agreeing; the roots it touches are then
+reconciled, so files newly ignored leave the index and newly allowed ones join it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from kbindex.daemon import config_file
+from kbindex.daemon.changes import Changes
+from kbindex.daemon.health import Health
+from kbindex.daemon.indexer import Indexer
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
+from kbindex.daemon.watcher import Watcher
+
+log = logging.getLogger(__name__)
+
+
+class BadRoot(Exception):
+    """A root to add or remove is refused: why is in the message."""
+
+
+@dataclass(frozen=True)
+class Changed:
+    """What a root added or removed did, for the reply."""
+
+    message: str
+    config_path: Path
+
+
+class Control:
+    def __init__(
+        self,
+        settings: Settings,
+        roots: Roots,
+        indexer: Indexer,
+        health: Health,
+        changes: Changes,
+        watcher: Watcher,
+    ) -> None:
+        self.settings = settings
+        """The settings in force: the ones the daemon started with, then a reload's."""
+        self.roots = roots
+        self.indexer = indexer
+        self.health = health
+        self.changes = changes
+        self.watcher = watcher
+        self.config_error = ""
+        """Why the last reload was refused (status shows it); "" after one succeeds."""
+        self._lock = anyio.Lock()
+
+    # ------------------------------------------------------------ roots at runtime
+
+    async def add_root(self, raw: str) -> Changed:
+        if not os.path.isabs(raw):
+            raise BadRoot(f"give the root as an absolute path, not {raw!r}")
+        async with self._lock:
+            root = await anyio.to_thread.run_sync(self._check_new_root, raw)
+            config = self._config_path()
+            done = await anyio.to_thread.run_sync(
+                config_file.persist_add, config, root, self.roots.paths
+            )
+            await self._attach(root)
+            log.info("root added: %s (%s)", root, done)
+        return self._changed(f"{done}; indexing it now", config)
+
+    async def remove_root(self, raw: str) -> Changed:
+        async with self._lock:
+            wanted = await anyio.to_thread.run_sync(_real_path, raw)
+            if wanted not in self.roots.paths:
+                listed = ", ".join(str(r) for r in self.roots.paths) or "none"
+                raise BadRoot(f"{wanted} is not a root (roots: {listed})")
+            config = self._config_path()
+            done = await anyio.to_thread.run_sync(
+                config_file.persist_remove, config, wanted, self.roots.paths
+            )
+            removed = await self._detach(wanted)
+            log.info("root removed: %s (%s, %d documents forgotten)", wanted, done, removed)
+        return self._changed(f"{done}; {removed:,} documents removed", config)
+
+    def _check_new_root(self, raw: str) -> Path:
+        """Validated like the roots in the settings, plus: not inside the state directory."""
+        try:
+            root = check_root(Path(raw), self.roots.paths)
+        except SettingsError as exc:
+            raise BadRoot(str(exc)) from None
+        if root.is_relative_to(self.settings.state_dir.resolve()):
+            raise BadRoot(f"{root} lies inside the daemon's state directory")
+        return root
+
+    def _changed(self, message: str, config: Path) -> Changed:
+        if self.settings.roots_source != "config":
+            message += (
+                f" (note: this daemon took its roots from the {self.settings.roots_source}, "
+                "which override the config file's roots at the next start)"
+            )
+        return Changed(message, config)
+
+    def _config_path(self) -> Path:
+        return self.settings.config_path or default_config_path()
+
+    async def _attach(self, root: Path) -> None:
+        self.indexer.rules.configure_root(self.settings.options_for(root))
+        self.roots.add(root)
+        await self.watcher.add_root(str(root), self.settings.watch_mode(root))
+        self.changes.rescan(str(root))
+
+    async def _detach(self, wanted: Path) -> int:
+        root = str(wanted)
+        await self.watcher.remove_root(root)
+        self.changes.forget_root(root)
+        self.roots.remove(wanted)
+        self.indexer.rules.forget_root(root)
+        removed = await self.indexer.remove_root(root)
+        self.health.roots.pop(root, None)
+        return removed
+
+    # ------------------------------------------------------------ reload (SIGHUP)
+
+    async def reload(self, reread: Callable[[], Settings]) -> None:
+        """Re-read the settings with ``reread`` and apply them; a bad configuration is
+        refused (the running one stays, status says why), and so is logged."""
+        try:
+            new = await anyio.to_thread.run_sync(reread)
+        except SettingsError as exc:
+            log.error("reload refused, keeping the running configuration: %s", exc)
+            self.config_error = str(exc)
+            return
+        try:
+            log.info("%s", await self.apply(new))
+        except Exception as exc:
+            # A reload that fails halfway (a write to a full disk) must not take the
+            # daemon down; the next reload or scan completes it.
+            log.exception("reload failed")
+            self.config_error = f"reload failed halfway ({exc}); see the log"
+
+    async def apply(self, new: Settings) -> str:
+        """Apply re-read settings without dropping connections: roots, ignore rules,
+        extensions, size cap, intervals. Returns a summary for the log."""
+        unchanged = [
+            name
+            for name in ("state_dir", "socket_path")
+            if getattr(new, name) != getattr(self.settings, name)
+        ]
+        async with self._lock:
+            self.indexer.rules.apply(new)
+            self.indexer.max_file_bytes = new.max_file_bytes
+            old_roots, new_roots = set(self.roots.paths), set(new.roots)
+            self.settings = new
+            for root in sorted(old_roots - new_roots):
+                await self._detach(root)
+            for root in sorted(new_roots - old_roots):
+                await self._attach(root)
+            for root in sorted(old_roots & new_roots):
+                self.changes.rescan(str(root))
+        self.config_error = ""
+        summary = (
+            f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
+            f"{len(old_roots - new_roots)} removed"
+        )
+        if unchanged:
+            summary += f"; {' and '.join(unchanged)} change only at restart"
+        return summary
+
+
+def _real_path(raw: str) -> Path:
+    return Path(os.path.realpath(Path(raw).expanduser()))
