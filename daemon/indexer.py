@@ -16,6 +16,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Final, TypeVar
@@ -202,10 +203,16 @@ class Indexer:
         send, receive = batches
 
         async def read_ahead() -> None:
-            async with send:
-                for batch in _batches(changed):
-                    updates, vanished = await anyio.to_thread.run_sync(self._read_batch, batch)
-                    await send.send((updates, vanished, len(batch)))
+            # A failed write (a full disk) closes ``receive`` and cancels this task, but
+            # a batch read meanwhile may meet the closed stream first: that is the same
+            # failure, not a second one to report beside it.
+            with suppress(anyio.BrokenResourceError):
+                async with send:
+                    for batch in _batches(changed):
+                        updates, vanished = await anyio.to_thread.run_sync(
+                            self._read_batch, batch
+                        )
+                        await send.send((updates, vanished, len(batch)))
 
         async with anyio.create_task_group() as tg, receive:
             tg.start_soon(read_ahead)
