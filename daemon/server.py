@@ -140,7 +140,8 @@ class _Connection:
 async def _linger(stream: SocketStream) -> None:
     """Half-close, then read and drop what the peer still sends, for at most a second.
     Closing a socket with unread input resets it, and the peer may then lose the error
-    reply already on its way (``permission_denied`` seen as "connection lost")."""
+    reply already on its way (``permission_denied`` seen as "connection lost"):
+    lingering lets the reply arrive first."""
     with contextlib.suppress(Exception), anyio.move_on_after(LINGER_SECONDS):
         await stream.send_eof()
         while True:
