@@ -181,9 +181,8 @@ def _rows(root: Path) -> tuple[list[tuple[str, ...]], int]:
         if isinstance(loaded, textfile.Loaded):
             total += loaded.size
             body = loaded.text
-            rows.append(
-                (rel, loaded.title, body, tokens.subwords(rel, body), tokens.grams(rel, body))
-            )
+            subwords = tokens.subwords_of(tokens.chunks(rel, body), rel, body)
+            rows.append((rel, loaded.title, body, subwords, tokens.grams(rel, body)))
     return rows, total
 
 

@@ -79,7 +79,8 @@ def _derived(
 
     for rel, title, body in rows:
         t = time.perf_counter()
-        subwords, grams = tokens.subwords(rel, body), tokens.grams(rel, body)
+        subwords = tokens.subwords_of(tokens.chunks(rel, body), rel, body)
+        grams = tokens.grams(rel, body)
         spent[0] += time.perf_counter() - t
         yield rel, title, body, subwords, grams
 

@@ -1,6 +1,6 @@
 """Socket activation: serve the listening socket systemd opened for us (``kbindexd.socket``).
 
-Trigger: the socket unit owns ``%t/kbindex/kbindex.sock``; on the first connection (or
+The socket unit owns ``%t/kbindex/kbindex.sock``; on the first connection (or
 when the service is started while the socket unit is active) systemd starts the daemon
 with the socket as fd 3 and ``LISTEN_FDS=1``, ``LISTEN_PID=<our pid>``. The daemon then
 must not bind or unlink that path itself: the socket unit created it and removes it.

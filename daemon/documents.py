@@ -142,8 +142,3 @@ def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, R
     for chunk in _chunks([(rowid, (exact_text(row),)) for rowid, row in rows]):
         conn.execute(delete, (as_json(chunk),))
     return rows
-
-
-def insert_doc(conn: sqlite3.Connection, file_id: int, doc: Document) -> None:
-    """Index ``doc`` under ``file_id`` (tests and tools)."""
-    insert(conn, [(file_id, doc.row, doc.exact)])

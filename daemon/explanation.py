@@ -1,8 +1,8 @@
 """Why a path inside a root is or is not in the index: one answer for ``why`` and ``read_file``.
 
-Trigger: ``kbctl why`` named the reason (too large, binary, ignored by which rule) while
-reading the same file said only "not indexed". Why one function: both answers must
-agree, and each new reason is then written once.
+Why one function: ``kbctl why`` and reading a file that is not indexed must give the
+same reason (too large, binary, ignored by which rule), and each new reason is then
+written once.
 """
 
 from __future__ import annotations

@@ -328,10 +328,9 @@ def _batches(items: list[Seen]) -> list[list[Seen]]:
     """``items`` in batches of at most BATCH_FILES files and BATCH_BYTES bytes, and
     in at least PIPELINE_DEPTH batches once there are MIN_SPLIT_FILES files or more.
 
-    Trigger: the reconciler hands a burst (a git checkout) over in refreshes of up to
-    1,000 paths, and a refresh that is one batch cannot read its next batch while it
-    writes this one: a 5,000-file burst settled at 55% of full-index throughput.
-    Why several: reading overlaps writing from the second batch on."""
+    Why several: the reconciler hands a burst (a git checkout) over in refreshes of up
+    to 1,000 paths, and a refresh written as one batch cannot read ahead while it
+    writes; split, reading overlaps writing from the second batch on."""
     per_batch = min(BATCH_FILES, max(MIN_SPLIT_FILES, -(-len(items) // PIPELINE_DEPTH)))
     batches: list[list[Seen]] = []
     current: list[Seen] = []

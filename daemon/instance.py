@@ -1,7 +1,7 @@
 """One daemon per socket and per index: lock files, the private socket directory and
 stale socket files.
 
-Trigger: two daemons on one socket or one database would fight over both. The lock
+Two daemons on one socket or one database would fight over both. The lock
 is an ``flock`` held for the daemon's life, so it is released by the kernel when the
 process dies, however it dies: a socket file that exists while nobody holds the lock
 was left by a dead daemon and is removed.

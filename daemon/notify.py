@@ -1,6 +1,6 @@
 """The sd_notify protocol: tell the service manager we are ready, alive or stopping.
 
-Trigger: systemd starts ``kbindexd`` as ``Type=notify`` with ``WatchdogSec=``; it sets
+systemd starts ``kbindexd`` as ``Type=notify`` with ``WatchdogSec=``; it sets
 ``NOTIFY_SOCKET`` (a datagram socket path, or ``@name`` for the abstract namespace) and
 ``WATCHDOG_USEC``/``WATCHDOG_PID``. Each message is one datagram of ``KEY=VALUE`` lines.
 Implemented here directly rather than through libsystemd so the daemon has no native

@@ -1,16 +1,14 @@
 """The passage of a hit to show: the line holding the most distinct query words.
 
-Trigger: FTS5's ``snippet()`` scores every window around every phrase hit against
-every other hit, quadratic in the hits of a document: ten 400 KB files full of a
-common word took 1.2 s for one query (``highlight()`` still re-tokenizes the whole
-body, 0.3 s). Why this instead: one pass of substring searches (``str.find``, in C)
-over the top hits' bodies, stopped after ``MAX_LINES`` matching lines, is bounded
-whatever the file size (0.9 ms for the ten hits of a four-word bench question), and
-it also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK
-word inside a run, a match only in the file name).
+Not FTS5's ``snippet()``: it scores every window around every hit against every
+other hit, quadratic in a document's hits, and ``highlight()`` re-tokenizes the whole
+body. One pass of substring searches (``str.find``, in C) over the top hits' bodies,
+stopped after ``MAX_LINES`` matching lines, is bounded whatever the file size, and it
+also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK word
+inside a run, a match only in the file name).
 
 Needles are the query's words, lower-cased (``Compiled.terms``). Porter stemming
-matched ``picks`` for ``pick`` and ``scheduling`` for ``scheduler``; a needle of five
+matches ``picks`` for ``pick`` and ``scheduling`` for ``scheduler``; a needle of five
 letters or more also matches by its stem (common English suffixes cut), so the
 passage shown is where the search matched. A symbol term (``c++``, ``.net``) is found
 only where it stands alone, as the index sees it (``tokens.symbol_at``): never inside
@@ -76,11 +74,9 @@ def _coverage(needles: tuple[str, ...]) -> dict[str, frozenset[str]]:
     """For each spelling, the needles an occurrence of it shows: those it contains (a
     phrase holds its words, ``max_file_size`` its parts), or the one it is the stem of.
 
-    Trigger: a line was scored by the distinct spellings on it, so for the query
-    ``"zeels feling"`` a line with "zeels" and "feling" apart (two) beat the line
-    with the phrase itself (one), and no line ever held all three, so every search
-    read MAX_LINES lines of each hit. Why needles: a line holding the phrase holds
-    every needle, ranks first and ends the search."""
+    A line scores the needles it shows, not its distinct spellings: so the line
+    holding a phrase holds every needle, beats one with the words apart, and ends the
+    search early."""
     covered = {n: frozenset(m for m in needles if m in n) for n in needles}
     for needle in needles:
         stem = _stem(needle)
@@ -101,8 +97,8 @@ def needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str] | None:
     word and stem taking the rest of the word it starts.
 
     Compiled only for a text whose lower case changes its length (``İ``): elsewhere
-    ``_occurrences`` finds what it would. Trigger: compiling it and its lower-case
-    twin took 0.27 ms of every four-word query (Python parses a pattern in Python)."""
+    ``_occurrences`` finds what it would, because compiling a pattern (parsed in
+    Python) costs a noticeable share of a query."""
     if not needles:
         return None
     return re.compile("|".join(_alternative(s) for s in _spellings(needles)), re.IGNORECASE)
@@ -241,12 +237,11 @@ def _lines_holding(
     order, with the spellings the line holds (in the order of ``spellings``: the others
     cannot change which of them the regex would match there).
 
-    Trigger: one regex of the spellings, searched line after line, scanned text at
-    about 150 MB/s (66 µs for a 10 KB body); a question's hits rarely have a line
-    holding every word, so each was scanned whole: 1.6 ms of a query's 7. Why
-    ``str.find``: CPython's substring search skips ahead, several times faster, and a
-    spelling is looked for again only past the line where it was found. No spelling
-    holds a line break, so these are the lines the regex finds."""
+    Why ``str.find`` and not one regex of the spellings: a question's hits rarely
+    have a line holding every word, so each body is scanned whole, and CPython's
+    substring search skips ahead several times faster than a regex scan; a spelling
+    is looked for again only past the line where it was found. No spelling holds a
+    line break, so these are the lines the regex finds."""
     following = {s: at for s in spellings if (at := _find(text, s, 0)) != -1}
     while following:
         first = min(following.values())
@@ -322,6 +317,6 @@ def _unmarked(text: str) -> str:
 
 def clean(snippet: str) -> str:
     """One line of text with ``⟦`` ``⟧`` around the marked words."""
-    text = " ".join(snippet.split())  # what a regex of \s+ and strip() give, 5x faster
+    text = " ".join(snippet.split())  # what a regex of \s+ and strip() give, in C
     # Adjacent marks (parse|Http|Request) read better as one.
     return text.replace(CLOSE + OPEN, "").replace(OPEN, MATCH_OPEN).replace(CLOSE, MATCH_CLOSE)

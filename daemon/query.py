@@ -165,9 +165,9 @@ class Term:
             return [(item,) for item in self._unsegmented(loose=True)]
         if self.phrase or self.prefix or tokens.symbol_token(self.text):
             return [self.fts()]
-        # Trigger: a question holds "0-dimensional", "IL-10", "max_file_size". Why split:
-        # as one phrase, a document with "dimensional" alone scored nothing for it
-        # (SciFact train nDCG@10 0.698 with phrases, 0.703 with separate words).
+        # A question's "0-dimensional", "IL-10" or "max_file_size" becomes separate
+        # words, not one phrase: a document with "dimensional" alone still scores for
+        # it, and SciFact ranks better this way (bench/README.md).
         words = tokens.WORD.findall(self.text)
         kept = [w for w in words if w.lower() not in STOPWORDS] or words
         items = [fts5_string(w) for w in kept]

@@ -139,9 +139,9 @@ class _Connection:
 
 async def _linger(stream: SocketStream) -> None:
     """Half-close, then read and drop what the peer still sends, for at most a second.
-    Trigger: closing a socket with unread input resets it, and the peer may lose the
-    error reply already on its way (seen: a refused client saw "connection lost", not
-    ``permission_denied``). Why: a lingering close lets the reply arrive first."""
+    Closing a socket with unread input resets it, and the peer may then lose the error
+    reply already on its way (``permission_denied`` seen as "connection lost"):
+    lingering lets the reply arrive first."""
     with contextlib.suppress(Exception), anyio.move_on_after(LINGER_SECONDS):
         await stream.send_eof()
         while True:
@@ -221,9 +221,9 @@ class Server:
                 cause = exc.__cause__
                 if not isinstance(cause, OSError) or cause.errno not in _OUT_OF_FDS:
                     raise
-                # Trigger: a client opened connections up to the open-file limit and
-                # left them. Why not end: accept() failing is not the listener broken;
-                # make room and let the connection waiting in the backlog in.
+                # Out of file descriptors (a client opened connections up to the limit
+                # and left them): the listener is not broken, so make room and let the
+                # connection waiting in the backlog in.
                 if time.monotonic() - warned_at >= FD_WARNING_SECONDS:
                     warned_at = time.monotonic()
                     log.warning(
@@ -290,9 +290,9 @@ class Server:
             try:
                 await writer.write(_encoder.encode(reply))
             except TimeoutError:
-                # Trigger: a client that sends requests and never reads the replies.
-                # Why close: its requests stay in flight and its connection could
-                # never be closed to make room, nor drained.
+                # A client that sends requests and never reads the replies is closed:
+                # its requests would stay in flight, and its connection could never be
+                # closed to make room, nor drained.
                 conn.scope.cancel()
                 raise anyio.BrokenResourceError from None
 

@@ -128,9 +128,9 @@ class Escaped(Exception):
 
 
 def _check_within(fd: int, within: str) -> None:
-    # Trigger: read_file resolves a path inside a root, then opens it; O_NOFOLLOW
-    # guards only the last component. Why: the kernel's own name for the open file
-    # shows where it really is. Linux only; elsewhere the earlier check stands.
+    # read_file resolves a path inside a root, then opens it, and O_NOFOLLOW guards
+    # only the last component: the kernel's own name for the open file shows where it
+    # really is. Linux only; elsewhere the earlier check stands.
     try:
         real = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
@@ -184,8 +184,7 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
         try:
             with os.fdopen(fd, "rb", closefd=False) as fh:
                 # Sized to the file, plus a byte that shows it grew: read(max_bytes + 1)
-                # allocated (and unmapped) the whole 10 MB cap for every file, which
-                # cost the indexer's reader thread more than all its other work.
+                # would allocate (and unmap) the whole cap for every file.
                 data = fh.read(st.st_size + 1)
                 if len(data) > st.st_size:  # it grew since fstat: read on to the cap
                     data += fh.read(max_bytes + 1 - len(data))
@@ -230,8 +229,8 @@ def _decode_bytes(data: bytes) -> tuple[str | None, str]:
     if b"\x00" in sample:
         return None, "binary"
     if sample:
-        # Deleting the control bytes in one C pass counts them (a Python loop over the
-        # sample cost 2 to 3 s of a 205 MB full index).
+        # Deleting the control bytes in one C pass counts them; a Python loop over
+        # every sample would be a large share of a full index.
         controls = len(sample) - len(sample.translate(None, _CONTROL_BYTES))
         if controls / len(sample) > CONTROL_RATIO_LIMIT:
             return None, "binary"
@@ -259,8 +258,8 @@ def extract_title(text: str) -> str:
             match = _FRONT_MATTER_TITLE.search(head, 4, end)
             if match:
                 return match.group(1).strip("'\"")[:300]
-    # Trigger: the regex tried a line start at every position of a head with no
-    # heading (24 µs a file, half the corpus). Why find: only lines opening with "#".
+    # str.find visits only lines opening with "#"; a MULTILINE regex would try a line
+    # start at every position of a head with no heading.
     start = 0 if head.startswith("#") else (head.find("\n#") + 1 or -1)
     while start != -1:
         match = _HEADING.match(head, start)

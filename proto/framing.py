@@ -64,11 +64,10 @@ class FrameReader:
     seconds. ``idle_since`` is the monotonic time the reader began waiting for a frame,
     or None while it is inside one.
 
-    Trigger: the reader asked the stream for the first byte, then the other three of
-    the length, then the body: three receives a frame, each a pass of the event loop
-    (anyio checkpoints on every receive). Why a buffer of its own: it takes what the
-    stream has, up to RECEIVE_BYTES, so a frame that arrived whole (nearly all of
-    them) costs one receive, and several frames sent together cost one between them.
+    Why a buffer of its own: every receive is a pass of the event loop (anyio
+    checkpoints on each), so the reader takes what the stream has, up to
+    RECEIVE_BYTES: a frame that arrived whole (nearly all of them) costs one receive,
+    and several frames sent together cost one between them.
     The length is still checked before the reader waits for the body, and it never
     takes more than RECEIVE_BYTES beyond the frame it is reading.
     """
@@ -143,10 +142,9 @@ class FrameReader:
     async def _receive_raw(self, most: int) -> bool:
         """``_receive`` on the raw socket of a socket stream.
 
-        Trigger: anyio's ``receive`` passes through the event loop before it tries
-        the socket, so a frame cost two passes: that one, and the wake-up when the
-        bytes arrived. Why: here the socket is tried first, and waited for only when
-        it has nothing (``wait_readable``); a frame costs the wake-up alone."""
+        anyio's ``receive`` passes through the event loop before it tries the socket;
+        here the socket is tried first, and waited for only when it has nothing
+        (``wait_readable``), so a frame costs the wake-up alone."""
         assert self._raw is not None
         while True:
             try:
@@ -175,13 +173,13 @@ class FrameWriter:
     with ``timeout`` set, each must be written within that many seconds (a peer that
     does not read holds the writer no longer).
 
-    Trigger: writing a frame through the stream cost a pass of the event loop (anyio
-    checkpoints on every send), a cancel scope and a timer for the timeout: about a
-    fifth of a ping's round trip, in the daemon and again in the client. Why a send
-    on the raw socket: a frame the socket's buffer takes whole (nearly all of them)
-    is written at once, with no await between the test that no other frame is being
-    written and the send; the rest of a larger frame, or a frame behind one still
-    being written, goes through the stream under the lock and the timeout.
+    Why a send on the raw socket: writing through the stream costs a pass of the event
+    loop (anyio checkpoints on every send), a cancel scope and a timer for the timeout,
+    in the daemon and again in the client. A frame the socket's buffer takes whole
+    (nearly all of them) is written at once, with no await between the test that no
+    other frame is being written and the send; the rest of a larger frame, or a frame
+    behind one still being written, goes through the stream under the lock and the
+    timeout.
     """
 
     def __init__(self, stream: ByteSendStream, timeout: float | None = None) -> None:

@@ -1,9 +1,8 @@
 """A StatusReply as the user sees it: the names, times and wording both front ends share.
 
-Trigger: ``kbctl status --json`` printed the wire struct (epoch floats, the request id)
-while MCP ``get_index_stats`` printed ISO times under other names, and each front end
-had its own ``ago`` that worded the same age differently. Why here: kbctl must not
-import the MCP front end (it pulls in the MCP SDK), and both already import ``proto``.
+Both front ends show status with the same names, ISO times and wording (``ago``), so
+it is written once. Why here: kbctl must not import the MCP front end (it pulls in the
+MCP SDK), and both already import ``proto``.
 """
 
 from __future__ import annotations

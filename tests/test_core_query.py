@@ -10,7 +10,7 @@ from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon import schema, searcher
-from kbindex.daemon.documents import insert_doc, prepare
+from kbindex.daemon.documents import insert, prepare
 from kbindex.daemon.query import BadQuery, compile_query, parse
 from kbindex.daemon.textfile import Loaded, decode
 
@@ -25,7 +25,8 @@ def fts() -> Iterator[sqlite3.Connection]:
     ):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
-        insert_doc(conn, rowid, prepare(name, loaded))
+        doc = prepare(name, loaded)
+        insert(conn, [(rowid, doc.row, doc.exact)])
     yield conn
     conn.close()
 

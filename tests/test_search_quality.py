@@ -279,7 +279,8 @@ def tables() -> Iterator[sqlite3.Connection]:
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
-        documents.insert_doc(conn, i + 1, documents.prepare(f"f{i}.md", loaded))
+        doc = documents.prepare(f"f{i}.md", loaded)
+        documents.insert(conn, [(i + 1, doc.row, doc.exact)])
     yield conn
     conn.close()
 
