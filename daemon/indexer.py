@@ -209,9 +209,7 @@ class Indexer:
             with suppress(anyio.BrokenResourceError):
                 async with send:
                     for batch in _batches(changed):
-                        updates, vanished = await anyio.to_thread.run_sync(
-                            self._read_batch, batch
-                        )
+                        updates, vanished = await anyio.to_thread.run_sync(self._read_batch, batch)
                         await send.send((updates, vanished, len(batch)))
 
         async with anyio.create_task_group() as tg, receive:
