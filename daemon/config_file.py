@@ -1,7 +1,7 @@
 """Editing the ``roots`` list of the TOML config file, atomically, keeping the rest of it.
 
-Trigger: ``kbctl roots add|remove``. Why a text edit rather than writing the file anew
-from parsed values: the file is the user's, with comments and layout. Only the
+Used by ``kbctl roots add|remove``. A text edit rather than writing the file anew from
+parsed values, because the file is the user's, with comments and layout. Only the
 top-level ``roots = [...]`` assignment is replaced (or inserted before the first key
 when there is none). The result is parsed again and must equal what was intended
 before it replaces the file (temp file beside it, fsync, rename), so a file this code

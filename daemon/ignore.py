@@ -109,8 +109,8 @@ def compile_patterns(base: str, lines: Iterable[tuple[str, str]]) -> Patterns | 
     if not kept:
         return None
     spec = pathspec.GitIgnoreSpec.from_lines([line for line, _ in kept])
-    # Trigger: pathspec keeps one pattern per non-blank line (comments as null patterns),
-    # so indexes line up; if a version ever drops some, reasons lose their line numbers.
+    # pathspec keeps one pattern per non-blank line (comments as null patterns), so the
+    # indexes line up; should a version drop some, reasons lose their line numbers.
     origins = tuple(w for _, w in kept) if len(spec.patterns) == len(kept) else ()
     return Patterns(base, spec, origins)
 

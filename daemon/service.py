@@ -159,12 +159,10 @@ class Service:
 
         generation = self.store.generation
         try:
-            # Trigger: anyio's ``to_thread.run_sync`` passes through the event loop
-            # twice (a checkpoint, then its limiter's) before the thread is given the
-            # call: 1.5 to 3% of a bench search's time through the socket (0.06 to
-            # 0.09 ms of a 1.5 ms rare word, two runs). Why the loop's own executor:
-            # it hands the call over at once. A search whose client leaves is not
-            # waited for; it ends within its deadline and gives its connection back.
+            # The loop's own executor hands the call to a thread at once, where anyio's
+            # to_thread passes through the event loop twice first (a visible share of a
+            # fast search). A search whose client leaves is not waited for; it ends
+            # within its deadline and gives its connection back.
             return await asyncio.get_running_loop().run_in_executor(self.readers, run)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
@@ -226,9 +224,9 @@ class Service:
         )
 
     async def _counts(self) -> searcher.Counts:
-        """The index's counts, recounted only after a write. Trigger: a status request
-        scans the files table (10 ms at 20,000 files) and clients poll it. Why this
-        key: any commit may change a count, and nothing else can."""
+        """The index's counts, recounted only after a write: counting scans the files
+        table and clients poll status; any commit may change a count, and nothing else
+        can."""
         writes = self.store.writes
         if self._counted is None or self._counted[0] != writes:
             self._counted = (writes, await self._read(searcher.counts))
@@ -289,9 +287,9 @@ class Service:
         )
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
-        # Trigger: a client sending Refresh(wait=False) in a loop. Why: each would queue
-        # its own refresh behind the indexer's lock; one running and one waiting per
-        # scope already covers every change made before the request.
+        # A client sending Refresh(wait=False) in a loop would queue a refresh per request
+        # behind the indexer's lock; one running and one waiting per scope already
+        # cover every change made before the request.
         key = (None if scope is None else tuple(str(s.path) for s in scope), full)
         if self._queued.get(key, 0) >= 2:
             return

@@ -113,9 +113,8 @@ class Store:
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
         self._readers: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
-        """Idle reader connections, the one used last on top. Trigger: a FIFO pool handed
-        sequential searches to its connections in turn, each with a colder page cache
-        (search p50 through the socket 9.5 ms, in-process on one connection 7.5 ms)."""
+        """Idle reader connections, the one used last on top: its page cache is the
+        warmest (a FIFO pool hands sequential searches to colder and colder ones)."""
         self.generation = 0
         """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
         self._replacing = threading.Lock()
@@ -155,9 +154,9 @@ class Store:
             conn = _connect(self.db_path, readonly=False)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            # Trigger: a full index left a 117 MB -wal file behind until shutdown
-            # (SQLite reuses a WAL file but never shrinks it). Why this bound: each
-            # checkpoint that restarts the log truncates the file back to it.
+            # SQLite reuses a WAL file but never shrinks it, so a full index would leave
+            # a log the size of its largest stretch behind; each checkpoint that
+            # restarts the log truncates the file back to this bound.
             conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             conn.execute("PRAGMA wal_autocheckpoint = 0")  # see ``checkpointer``
             check = conn.execute("PRAGMA quick_check").fetchone()
@@ -264,14 +263,11 @@ class Store:
     def optimize_due(self) -> bool:
         """Whether enough documents were written to merge the index into one segment.
 
-        Trigger: FTS5 keeps a deleted or rewritten document's entries, plus a delete
-        marker, until the segments holding them merge. Under steady edits (a load
-        test rewriting 20 files a second) the file grew 3.4x in 18,000 rewrites of
-        2,000 files, and searches slowed by a quarter. New documents count too: a
-        first full index leaves the segments automerge 16 has not folded yet, and
-        merging them (1.8 s for the 205 MB bench corpus) made searches about 8%
-        faster. Why this threshold: merging costs time in proportion to the index, so
-        it runs once the writes reach a quarter of the index (at least
+        FTS5 keeps a deleted or rewritten document's entries, plus a delete marker,
+        until the segments holding them merge: under steady edits the file grows and
+        searches slow (``bench/README.md``). New documents count too: a first full index
+        leaves segments automerge has not folded yet. Merging costs time in proportion
+        to the index, so it runs once the writes reach a quarter of the index (at least
         OPTIMIZE_MIN_WRITTEN): a bounded overhead for a bounded amortized cost.
         """
         if not self.merge_possible:
@@ -364,9 +360,9 @@ class Store:
         (in ``new_root``), in one transaction, without touching their text; rows already
         at the destination are replaced. Returns how many files moved.
 
-        Trigger: a rename event. Why: a renamed directory of 10,000 notes should cost
-        10,000 row updates, not 10,000 file reads; the refresh of ``new`` that follows
-        finds size and mtime unchanged and reads nothing.
+        A renamed directory of 10,000 notes costs 10,000 row updates, not 10,000 file
+        reads. (The rename changes each file's ctime, so the next scan reads them once:
+        a move never loses an edit made with it.)
         """
         if old == new:
             return 0
