@@ -1,16 +1,20 @@
-"""The daemon's state as protocol messages: the one place ``health`` meets the wire.
+"""The daemon's state and answers as protocol messages: where the core meets the wire.
 
 The indexer, the watcher and the reconciler record what happens in ``health`` types of
-their own; status and search replies are built from them here, so a change to the
-protocol touches this module and ``service``, never the core.
+their own, and the searcher answers in its own types; status, search and listing replies
+are built from them here, so a change to the protocol touches this module and
+``service``, never the core.
 """
 
 from __future__ import annotations
 
+from kbindex.daemon import searcher
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
 from kbindex.proto.messages import (
+    FileInfo,
     FileIssue,
     Freshness,
+    Hit,
     LagReport,
     ReconcileReport,
     RootStatus,
@@ -68,4 +72,24 @@ def root_status(path: str, rh: RootHealth, files: int, pending: int) -> RootStat
         last_event_at=rh.last_event_at,
         last_reconcile=_reconcile(rh.last_reconcile),
         pending=pending,
+    )
+
+
+def file_info(f: searcher.File) -> FileInfo:
+    return FileInfo(
+        path=f.path, root=f.root, relpath=f.relpath, size=f.size, last_modified=f.mtime_ns / 1e9
+    )
+
+
+def hit(h: searcher.Hit) -> Hit:
+    return Hit(
+        path=h.path,
+        root=h.root,
+        relpath=h.relpath,
+        score=h.score,
+        snippet=h.snippet,
+        line=h.line,
+        size=h.size,
+        last_modified=h.mtime_ns / 1e9,
+        title=h.title,
     )

@@ -17,7 +17,6 @@ from kbindex.daemon import frequency, passages, prefixes
 from kbindex.daemon.documents import EXACT, STEMMED
 from kbindex.daemon.query import Alternatives, BadQuery, Compiled, Expr
 from kbindex.daemon.store import is_damage
-from kbindex.proto.messages import FileInfo, Hit
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
@@ -27,6 +26,28 @@ _GLOB_CHARS = frozenset("*?[")
 
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    """An indexed file as a listing or a hit shows it."""
+
+    path: str
+    root: str
+    relpath: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hit(File):
+    """A document found, with where it matched best."""
+
+    title: str
+    score: float
+    """bm25, higher is better."""
+    snippet: str
+    line: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,17 +172,7 @@ class _Query:
         for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
             snippet, line = passages.best_passage(body, self.needles) or (passages.head(body), 1)
             hits.append(
-                Hit(
-                    path=path,
-                    root=root,
-                    relpath=relpath,
-                    score=round(-score, 4),
-                    snippet=snippet,
-                    line=line,
-                    size=size,
-                    last_modified=mtime_ns / 1e9,
-                    title=title,
-                )
+                Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
             )
         return hits, total
 
@@ -204,7 +215,7 @@ def _count(conn: sqlite3.Connection, source: str, args: Sequence[object]) -> int
     return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
-def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[FileInfo], int]:
+def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[File], int]:
     cond, params = path_condition(glob or "*")
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
@@ -221,10 +232,7 @@ def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[Fi
         if "interrupted" in str(exc):
             raise BadQuery("listing the files took too long; narrow the glob") from None
         raise BadQuery(f"bad glob: {exc}") from None
-    files = [
-        FileInfo(path=p, root=r, relpath=rel, size=s, last_modified=m / 1e9)
-        for p, r, rel, s, m in rows
-    ]
+    files = [File(*row) for row in rows]
     return files, total
 
 

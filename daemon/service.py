@@ -279,7 +279,7 @@ class Service:
         compiled = compile_query(request.query, request.mode)
         result = await self._read(searcher.search, compiled, limit, request.path)
         return SearchReply(
-            hits=result.hits,
+            hits=[replies.hit(h) for h in result.hits],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
@@ -374,7 +374,9 @@ class Service:
     async def find_files(self, request: FindFiles) -> FindFilesReply:
         limit = _limit(request.limit, maximum=1000)
         files, total = await self._read(searcher.find_files, request.glob, limit)
-        return FindFilesReply(files=files, total=total, truncated=total > len(files))
+        return FindFilesReply(
+            files=[replies.file_info(f) for f in files], total=total, truncated=total > len(files)
+        )
 
     async def check(self) -> CheckReply:
         return await self._read(_check, self.settings.db_path)
