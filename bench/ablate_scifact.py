@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, write_corpus
-from kbindex.daemon import textfile, tokens
-from kbindex.daemon.indexer import BATCH_FILES
-from kbindex.daemon.query import compile_query
-from kbindex.daemon.scanner import Seen
-from kbindex.daemon.schema import EXACT_TOKENIZER, TOKENIZER
-from kbindex.daemon.searcher import BM25_WEIGHTS, search
-from kbindex.daemon.store import Store
+from kbindex.daemon.indexing import textfile, tokens
+from kbindex.daemon.indexing.indexer import BATCH_FILES
+from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.searcher import BM25_WEIGHTS, search
+from kbindex.daemon.storage.schema import EXACT_TOKENIZER, TOKENIZER
+from kbindex.daemon.storage.store import Store
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)

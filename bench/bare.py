@@ -9,9 +9,9 @@ The other stages add, one at a time and still in one thread without the daemon, 
 kbindexd's write path does, so the gap can be split into its causes (each stage
 includes the ones before it):
 
-``load``     files read and decoded by ``kbindex.daemon.textfile.load`` (text detection,
+``load``     files read and decoded by ``kbindex.daemon.indexing.textfile.load`` (text detection,
              encodings, the title), the title stored in its column
-``derived``  the derived columns ``subwords`` and ``grams`` (``kbindex.daemon.tokens``):
+``derived``  the derived columns ``subwords`` and ``grams`` (``kbindex.daemon.indexing.tokens``):
              the daemon's 5-column ``docs`` table
 ``exact``    plus an unstemmed ``docs_exact`` table with every column and position
              (two FTS5 inserts per document), in the same file and the same thread
@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"  # as daemon/store.py
+TOKENIZER = "porter unicode61 remove_diacritics 2"  # as daemon/storage/store.py
 EXACT_TOKENIZER = "unicode61 remove_diacritics 2"
 STAGES = ("bare", "load", "derived", "exact", "store")
 MAX_FILE_BYTES = 10 * 1024 * 1024  # the daemon's default max_file_size_mb
@@ -61,7 +61,7 @@ def _documents(root: str, totals: list[int]) -> Iterator[tuple[str, str, str]]:
 
 
 def _loaded(root: str, totals: list[int]) -> Iterator[tuple[str, str, str]]:
-    from kbindex.daemon import textfile
+    from kbindex.daemon.indexing import textfile
 
     for path, rel in _paths(root):
         loaded = textfile.load(path, MAX_FILE_BYTES)
@@ -75,7 +75,7 @@ def _derived(
     rows: Iterator[tuple[str, str, str]], spent: list[float]
 ) -> Iterator[tuple[str, str, str, str, str]]:
     """Add the daemon's derived columns to each row; ``spent[0]`` accumulates their cost."""
-    from kbindex.daemon import tokens
+    from kbindex.daemon.indexing import tokens
 
     for rel, title, body in rows:
         t = time.perf_counter()
@@ -125,10 +125,10 @@ def _load_tables(conn: sqlite3.Connection, root: str, stage: str, totals: list[i
 
 def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     """Stage store: the daemon's Store.apply, batch by batch, in this thread."""
-    from kbindex.daemon import textfile, tokens
-    from kbindex.daemon.indexer import BATCH_FILES
-    from kbindex.daemon.scanner import Seen
-    from kbindex.daemon.store import Store
+    from kbindex.daemon.indexing import textfile, tokens
+    from kbindex.daemon.indexing.indexer import BATCH_FILES
+    from kbindex.daemon.indexing.scanner import Seen
+    from kbindex.daemon.storage.store import Store
 
     # Time inside the derived-column functions, as documents.row_and_words calls them.
     spent = [0.0]

@@ -33,7 +33,7 @@ import bare
 import common
 import corpus
 import report
-from kbindex.daemon.query import compile_query, render
+from kbindex.daemon.searching.query import compile_query, render
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         ceiling = bare.load(root, work / "bare.sqlite3")
         queries = make_queries(manifest["queries"], args.queries_per_kind, args.seed)
         # Bare FTS5 runs a prefix as its own prefix of stems (the raw form of "word*");
-        # the daemon resolves it against the words it holds (daemon/prefixes.py).
+        # the daemon resolves it against the words it holds (daemon/searching/prefixes.py).
         matches = [
             (kind, render(compile_query(q, "raw" if kind == "prefix*" else "auto").match or ()))
             for kind, q in queries

@@ -22,7 +22,7 @@ from kbindex.proto.messages import PROTOCOL_VERSION, CheckReply, StatusReply
 WAL_WARN_BYTES: Final = 256 << 20
 INOTIFY_WATCHES: Final = Path("/proc/sys/fs/inotify/max_user_watches")
 DIR_COUNT_LIMIT: Final = 2_000_000
-# Directories the daemon never watches (kept in step with daemon/ignore.py's list,
+# Directories the daemon never watches (kept in step with daemon/indexing/ignore.py's list,
 # without importing the daemon into the CLI).
 SKIPPED_DIRS: Final = frozenset(
     {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox",

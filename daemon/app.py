@@ -31,22 +31,22 @@ from typing import Final
 import anyio
 import anyio.to_thread
 from kbindex.daemon import settings as settings_mod
-from kbindex.daemon.activation import ActivationError, inherited_socket
-from kbindex.daemon.changes import Changes
-from kbindex.daemon.control import Control
 from kbindex.daemon.health import Health
-from kbindex.daemon.ignore import IgnoreRules
-from kbindex.daemon.indexer import Indexer
-from kbindex.daemon.instance import AlreadyRunning, Instance, UnsafeDirectory
-from kbindex.daemon.notify import Notifier, watchdog_loop
-from kbindex.daemon.reconciler import Reconciler
-from kbindex.daemon.recovery import Recovery
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.server import Server
-from kbindex.daemon.service import READERS, Service
+from kbindex.daemon.serving.activation import ActivationError, inherited_socket
+from kbindex.daemon.serving.control import Control
+from kbindex.daemon.serving.instance import AlreadyRunning, Instance, UnsafeDirectory
+from kbindex.daemon.serving.notify import Notifier, watchdog_loop
+from kbindex.daemon.serving.server import Server
+from kbindex.daemon.serving.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
-from kbindex.daemon.store import Store
-from kbindex.daemon.watcher import Watcher
+from kbindex.daemon.storage.recovery import Recovery
+from kbindex.daemon.storage.store import Store
+from kbindex.daemon.watching.changes import Changes
+from kbindex.daemon.watching.reconciler import Reconciler
+from kbindex.daemon.watching.watcher import Watcher
 
 log = logging.getLogger("kbindexd")
 

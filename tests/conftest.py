@@ -21,9 +21,9 @@ from typing import TypeVar
 
 import anyio
 import pytest
-from kbindex.daemon.scanner import Seen
-from kbindex.daemon.store import Store
-from kbindex.daemon.textfile import Loaded, Skipped, decode
+from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
+from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import Client, ClientError
 
 T = TypeVar("T")

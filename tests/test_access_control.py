@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, write
-from kbindex.daemon import textfile
+from kbindex.daemon.indexing import textfile
 from kbindex.proto.client import Client, DaemonError
 from kbindex.proto.messages import ReadFileReply, WhyReply
 

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kbindex.daemon.activation import inherited_socket
+from kbindex.daemon.serving.activation import inherited_socket
 
 CHILD = """
 import json, os, sys
-from kbindex.daemon.activation import ActivationError, inherited_socket
+from kbindex.daemon.serving.activation import ActivationError, inherited_socket
 try:
     sock = inherited_socket()
 except ActivationError as exc:

@@ -1,5 +1,5 @@
 """The write-ahead logs are copied into the database files beside the writer
-(``daemon/checkpointer.py``): real SQLite files, real commits, nothing mocked."""
+(``daemon/storage/checkpointer.py``): real SQLite files, real commits, nothing mocked."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from conftest import note
-from kbindex.daemon import checkpointer
-from kbindex.daemon.checkpointer import Checkpointer
-from kbindex.daemon.store import Store
+from kbindex.daemon.storage import checkpointer
+from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.store import Store
 
 
 def _file_alone(db: Path, copy: Path) -> sqlite3.Connection:

@@ -214,9 +214,9 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
     """Rewritten documents leave entries and delete markers in the full-text index
     until its segments merge: once a quarter of the index (at least 1,000 documents)
     has been replaced, the store says so, and optimize gives the space back."""
-    from kbindex.daemon.scanner import Seen
-    from kbindex.daemon.store import Store
-    from kbindex.daemon.textfile import decode
+    from kbindex.daemon.indexing.scanner import Seen
+    from kbindex.daemon.indexing.textfile import decode
+    from kbindex.daemon.storage.store import Store
 
     store = Store(tmp_path / "index.sqlite3")
     store.open()

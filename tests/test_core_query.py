@@ -9,10 +9,11 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import schema, searcher
-from kbindex.daemon.documents import insert, prepare
-from kbindex.daemon.query import BadQuery, compile_query, parse
-from kbindex.daemon.textfile import Loaded, decode
+from kbindex.daemon.indexing.documents import insert, prepare
+from kbindex.daemon.indexing.textfile import Loaded, decode
+from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching.query import BadQuery, compile_query, parse
+from kbindex.daemon.storage import schema
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import re
 
 from hypothesis import given
 from hypothesis import strategies as st
-from kbindex.daemon.textfile import Loaded, Skipped, decode, extract_title, line_slice
+from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode, extract_title, line_slice
 
 
 def test_decoding_and_detection() -> None:

@@ -16,9 +16,11 @@ import pytest
 from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import documents, schema, searcher
-from kbindex.daemon.query import compile_query
-from kbindex.daemon.store import Store, disk_bytes, legacy_exact_path
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.store import Store, disk_bytes, legacy_exact_path
 
 
 @pytest.fixture

@@ -22,9 +22,10 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
-from kbindex.daemon import schema, searcher
-from kbindex.daemon.query import compile_query
-from kbindex.daemon.store import Store
+from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import DaemonError
 
 MakeDaemon = Callable[..., Daemon]

@@ -370,7 +370,7 @@ async def test_files_that_change_or_vanish_while_read(daemon: Daemon) -> None:
         stop.set()
         for t in threads:
             t.join()
-    # A file written without pause is read with backoff (daemon/changes.py), so its
+    # A file written without pause is read with backoff (daemon/watching/changes.py), so its
     # last state may wait for the backoff; a refresh reads it at once.
     await daemon.refresh()
     async with daemon.client() as c:

@@ -1,4 +1,4 @@
-"""Ignore rules (daemon/ignore.py) over real directory trees, through the scanner's walk
+"""Ignore rules (daemon/indexing/ignore.py) over real directory trees, through the scanner's walk
 and through ``explain``, the answer ``kbctl why`` gives."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import write
-from kbindex.daemon.ignore import IgnoreRules
-from kbindex.daemon.scanner import walk
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.indexing.scanner import walk
 from kbindex.daemon.settings import RootOptions
 
 

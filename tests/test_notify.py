@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from kbindex.daemon.notify import Notifier, watchdog_loop
+from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_send_failure_is_logged_once_and_never_raises(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     notifier = Notifier(str(tmp_path / "nobody-listens"))
-    with caplog.at_level(logging.DEBUG, logger="kbindex.daemon.notify"):
+    with caplog.at_level(logging.DEBUG, logger="kbindex.daemon.serving.notify"):
         assert not notifier.ready()
         assert not notifier.watchdog()
         assert not notifier.stopping()

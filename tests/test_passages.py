@@ -7,8 +7,8 @@ import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.passages import _REST, MAX_CHARS, _occurrences, best_passage, head
-from kbindex.daemon.query import compile_query
+from kbindex.daemon.searching.passages import _REST, MAX_CHARS, _occurrences, best_passage, head
+from kbindex.daemon.searching.query import compile_query
 
 
 def passage(body: str, query: str) -> tuple[str, int] | None:

@@ -17,11 +17,13 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon import documents, schema, searcher
-from kbindex.daemon.query import compile_query
-from kbindex.daemon.scanner import Seen
-from kbindex.daemon.store import Store
-from kbindex.daemon.textfile import Loaded, decode
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.indexing.textfile import Loaded, decode
+from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.store import Store
 
 SYLLABLES = [
     "zor",

@@ -9,8 +9,9 @@ import sqlite3
 
 import pytest
 from conftest import Daemon, MakeDaemon, write
-from kbindex.daemon import schema, tokens
-from kbindex.daemon.passages import best_passage
+from kbindex.daemon.indexing import tokens
+from kbindex.daemon.searching.passages import best_passage
+from kbindex.daemon.storage import schema
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The change queue (daemon/changes.py) on a fake clock: debounce, coalescing, backoff,
+"""The change queue (daemon/watching/changes.py) on a fake clock: debounce, coalescing, backoff,
 the burst cap and move ordering, without threads or files."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from kbindex.daemon import changes as changes_mod
-from kbindex.daemon.changes import Changes
+from kbindex.daemon.watching import changes as changes_mod
+from kbindex.daemon.watching.changes import Changes
 
 ROOT = "/r"
 

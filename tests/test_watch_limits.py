@@ -22,8 +22,9 @@ import anyio
 import anyio.to_thread
 import pytest
 from conftest import MakeDaemon, write
-from kbindex.daemon import app, inotify, router
+from kbindex.daemon import app
 from kbindex.daemon.settings import Settings
+from kbindex.daemon.watching import inotify, router
 from kbindex.proto.client import Client, ClientError
 from watch_helpers import until_paths, until_status
 from watchdog.events import FileSystemEvent

@@ -21,18 +21,20 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
-from kbindex.daemon import replies, searcher, textfile
-from kbindex.daemon.changes import Changes
 from kbindex.daemon.config_file import ConfigError
-from kbindex.daemon.control import BadRoot, Changed, Control
-from kbindex.daemon.explanation import FileState, explain
 from kbindex.daemon.health import Health
-from kbindex.daemon.indexer import Indexer
-from kbindex.daemon.query import BadQuery, compile_query
-from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
+from kbindex.daemon.indexing import textfile
+from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
+from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching.explanation import FileState, explain
+from kbindex.daemon.searching.query import BadQuery, compile_query
+from kbindex.daemon.serving import replies
+from kbindex.daemon.serving.control import BadRoot, Changed, Control
 from kbindex.daemon.settings import Settings
-from kbindex.daemon.store import Store, disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
+from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import (
     MAX_LIMIT,
     MIN_LIMIT,

@@ -2,7 +2,7 @@
 
 The threads do almost nothing: find the root a path is under, drop paths that can never
 be indexed (under ``.git/``, the wrong extension), put the rest in the change queue
-(daemon/changes.py), which wakes the event loop. All indexing happens in the daemon's
+(daemon/watching/changes.py), which wakes the event loop. All indexing happens in the daemon's
 own tasks.
 """
 
@@ -12,9 +12,9 @@ import os
 import time
 from collections.abc import Iterable
 
-from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health
-from kbindex.daemon.ignore import IgnoreRules
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.watching.changes import Changes
 from watchdog.events import DirMovedEvent, FileMovedEvent, FileSystemEvent
 
 

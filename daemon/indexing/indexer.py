@@ -23,12 +23,12 @@ from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon import documents, textfile
 from kbindex.daemon.health import Health, Progress, Reconciled
-from kbindex.daemon.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing import documents, textfile
+from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing.scanner import Seen, Walk, walk
 from kbindex.daemon.roots import Located, Roots
-from kbindex.daemon.scanner import Seen, Walk, walk
-from kbindex.daemon.store import Known, Store, Update, is_damage, is_unwritable
+from kbindex.daemon.storage.store import Known, Store, Update, is_damage, is_unwritable
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon import tokens
-from kbindex.daemon.tokens import fts5_string
+from kbindex.daemon.indexing import tokens
+from kbindex.daemon.indexing.tokens import fts5_string
 
 MODES: Final = ("auto", "all", "any", "raw")
 MAX_QUERY_CHARS: Final = 2000

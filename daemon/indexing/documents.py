@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Final
 
 import msgspec
-from kbindex.daemon import tokens
-from kbindex.daemon.textfile import Loaded
+from kbindex.daemon.indexing import tokens
+from kbindex.daemon.indexing.textfile import Loaded
 
 COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
 STEMMED: Final = "docs"

@@ -63,7 +63,7 @@ CREATE VIRTUAL TABLE docs_exact USING fts5(
     name, title, body, subwords, grams, content='docs', tokenize='{EXACT_TOKENIZER}'
 );
 """
-# v2 adds two derived columns (daemon/tokens.py, written by daemon/documents.py):
+# v2 adds two derived columns (daemon/indexing/tokens.py, written by daemon/indexing/documents.py):
 # subwords (camelCase parts and joined snake_case forms of identifiers) and grams
 # (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kbindex.daemon import frequency, passages, prefixes
-from kbindex.daemon.documents import EXACT, STEMMED
-from kbindex.daemon.query import Alternatives, BadQuery, Compiled, Expr
-from kbindex.daemon.store import is_damage
+from kbindex.daemon.indexing.documents import EXACT, STEMMED
+from kbindex.daemon.searching import frequency, passages, prefixes
+from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr
+from kbindex.daemon.storage.store import is_damage
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)

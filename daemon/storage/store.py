@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon import documents, schema
-from kbindex.daemon.checkpointer import Checkpointer
-from kbindex.daemon.documents import IN_JSON, as_json
-from kbindex.daemon.scanner import Seen
-from kbindex.daemon.textfile import Loaded, Skipped
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.documents import IN_JSON, as_json
+from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.indexing.textfile import Loaded, Skipped
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.checkpointer import Checkpointer
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Supervising the roots' watches: one inotify observer per root, and what to do when it fails.
 
-The observers (daemon/inotify.py) hand their events to daemon/router.py, in their own
-threads; this module starts and stops them, and decides how each root is watched.
+The observers (``inotify``) hand their events to ``router``, in their own threads; this
+module starts and stops them, and decides how each root is watched.
 
 A supervising task checks each root about once a second, which costs one ``stat``:
 
@@ -41,11 +41,16 @@ from typing import Final
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskStatus
-from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health, RootHealth
-from kbindex.daemon.ignore import IgnoreRules
-from kbindex.daemon.inotify import LIMIT_ERRNOS, RootObserver, start_observer, stop_observer
-from kbindex.daemon.router import EventRouter
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.watching.changes import Changes
+from kbindex.daemon.watching.inotify import (
+    LIMIT_ERRNOS,
+    RootObserver,
+    start_observer,
+    stop_observer,
+)
+from kbindex.daemon.watching.router import EventRouter
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 from kbindex.daemon import config_file
-from kbindex.daemon.changes import Changes
 from kbindex.daemon.health import Health
-from kbindex.daemon.indexer import Indexer
+from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
-from kbindex.daemon.watcher import Watcher
+from kbindex.daemon.watching.changes import Changes
+from kbindex.daemon.watching.watcher import Watcher
 
 log = logging.getLogger(__name__)
 

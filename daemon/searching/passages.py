@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
 
-from kbindex.daemon import tokens
+from kbindex.daemon.indexing import tokens
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 
 OPEN: Final = "\x01"

@@ -8,8 +8,8 @@ are built from them here, so a change to the protocol touches this module and
 
 from __future__ import annotations
 
-from kbindex.daemon import searcher
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
+from kbindex.daemon.searching import searcher
 from kbindex.proto.messages import (
     FileInfo,
     FileIssue,

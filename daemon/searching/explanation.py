@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
-from kbindex.daemon import textfile
-from kbindex.daemon.changes import Changes
-from kbindex.daemon.ignore import IgnoreRules
+from kbindex.daemon.indexing import textfile
+from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.roots import Located
+from kbindex.daemon.watching.changes import Changes
 
 FileState = tuple[str | None, str | None] | None
 """What the index holds for a path: None (no row), or (skip reason, detail); the

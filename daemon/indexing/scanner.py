@@ -21,8 +21,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbindex.daemon.ignore import Chain, IgnoreRules
-from kbindex.daemon.textfile import display_path
+from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing.textfile import display_path
 
 log = logging.getLogger(__name__)
 

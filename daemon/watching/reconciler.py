@@ -1,6 +1,6 @@
 """Applying the change queue to the index, in the daemon's own task.
 
-Each round takes what is due (daemon/changes.py): moves first, in the order they
+Each round takes what is due (daemon/watching/changes.py): moves first, in the order they
 happened, as re-keys of what the index holds (no file is read); then one refresh over
 the due root rescans and paths, which lists and stats them and reads only what
 changed. A path that names a deleted file or directory removes it; a path whose
@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Final
 
 import anyio
-from kbindex.daemon.changes import Batch, Changes, Move, lineage
 from kbindex.daemon.health import Health
-from kbindex.daemon.indexer import Indexer
+from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.indexing.textfile import display_path
 from kbindex.daemon.roots import Located, Roots
-from kbindex.daemon.textfile import display_path
+from kbindex.daemon.watching.changes import Batch, Changes, Move, lineage
 
 log = logging.getLogger(__name__)
 

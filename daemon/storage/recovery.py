@@ -19,7 +19,7 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup
 from kbindex.daemon.health import Health
-from kbindex.daemon.indexer import Indexer
+from kbindex.daemon.indexing.indexer import Indexer
 
 log = logging.getLogger(__name__)
 

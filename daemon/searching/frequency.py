@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from kbindex.daemon.documents import STEMMED
-from kbindex.daemon.query import Alternatives, Expr, has_prefix, render
+from kbindex.daemon.indexing.documents import STEMMED
+from kbindex.daemon.searching.query import Alternatives, Expr, has_prefix, render
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""

@@ -1,0 +1,7 @@
+"""Indexing: how a file on disk becomes rows of the index.
+
+``indexer`` runs a refresh: ``scanner`` walks and stats (``ignore`` decides what is
+left out), the signatures are compared with what the index holds, ``textfile`` reads
+and decodes what changed, ``documents`` (with ``tokens`` for the derived columns)
+prepares the rows and writes them through ``storage.store``.
+"""

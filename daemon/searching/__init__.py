@@ -1,0 +1,7 @@
+"""Searching: how a query becomes SQL and a list of hits.
+
+``query`` turns what was typed into a typed expression (``Expr``), ``prefixes``
+resolves prefix terms on the unstemmed index, ``frequency`` leaves out words too common
+to choose by, ``searcher`` ranks with bm25 in one place, ``passages`` finds each hit's
+line and snippet; ``explanation`` says why a path is or is not indexed.
+"""
