@@ -1,9 +1,9 @@
-"""The index database: schema, migrations, the single writer and the reader pool.
+"""The index database: opening it, its single writer, and replacing a damaged file.
 
-One SQLite file in WAL mode. Exactly one writer connection exists, and the indexer
-uses it from one thread at a time (behind a CapacityLimiter(1)); every batch is one
-transaction, so a crash leaves either the whole batch or none of it. Searches use
-their own read-only connections from a small pool, so they are never blocked by
+One SQLite file in WAL mode (tables in ``schema``). Exactly one writer connection
+exists, and the indexer uses it from one thread at a time (behind a CapacityLimiter(1));
+every batch is one transaction, so a crash leaves either the whole batch or none of it.
+Searches use read-only connections from ``readers``, so they are never blocked by
 indexing and see the index as of the last committed batch.
 
 A database that cannot be opened or fails ``PRAGMA quick_check``, or that was written
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -31,6 +29,7 @@ from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, Skipped
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.readers import Readers, connect
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +94,6 @@ def _under(prefix: str) -> tuple[str, str, str]:
     return (prefix, prefix + "/", prefix + "0")
 
 
-def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
-    if readonly:
-        conn = sqlite3.connect(
-            f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-        )
-    else:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    return conn
-
-
 class Store:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
@@ -113,15 +101,7 @@ class Store:
         """Copies the write-ahead log into the file, beside the writer."""
         self.recovered = ""
         self._writer: sqlite3.Connection | None = None
-        self._readers: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
-        """Idle reader connections, the one used last on top: its page cache is the
-        warmest (a FIFO pool hands sequential searches to colder and colder ones)."""
-        self.generation = 0
-        """Bumped by ``rebuild``: a reader of an older file is closed, never pooled."""
-        self._replacing = threading.Lock()
-        """Held by ``rebuild`` until the new file is open and migrated: a reader that
-        connected meanwhile found no file (an unexpected error) or one without tables
-        (a query error), where the client must only ever see the rebuild."""
+        self.readers = Readers(db_path)
         self.writes = 0
         """Committed write transactions (and rebuilds): what was counted from the index
         stays true until this changes."""
@@ -152,7 +132,7 @@ class Store:
 
     def _open_checked(self) -> sqlite3.Connection:
         try:
-            conn = _connect(self.db_path, readonly=False)
+            conn = connect(self.db_path, readonly=False)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             # SQLite reuses a WAL file but never shrinks it, so a full index would leave
@@ -226,10 +206,8 @@ class Store:
     def rebuild(self, reason: str) -> Path:
         """Replace a database found damaged while running with an empty one; the old
         file is kept aside. Call with no write in progress (the indexer's lock)."""
-        with self._replacing:
-            self.generation += 1
+        with self.readers.replacing():
             self.checkpoints.settle()
-            self._close_readers()
             self._close_writer()
             kept = self._move_aside()
             self.writes += 1
@@ -288,19 +266,12 @@ class Store:
             self.unmerged = 0
         self.checkpoint()  # the merged segments would otherwise stay in the WAL
 
-    def _close_readers(self) -> None:
-        while True:
-            try:
-                self._readers.get_nowait()[1].close()
-            except queue.Empty:
-                break
-
     def close(self) -> None:
         # The background checkpoint and the readers first: only the last connection
         # to close may checkpoint, and a read-only one cannot, which would leave the
         # WAL holding the data.
         self.checkpoints.close()
-        self._close_readers()
+        self.readers.close()
         if self._writer is not None:
             with suppress(sqlite3.Error):
                 self._writer.execute("PRAGMA optimize")
@@ -314,30 +285,15 @@ class Store:
             raise RuntimeError("store is not open")
         return self._writer
 
-    @contextmanager
-    def reader(self) -> Iterator[sqlite3.Connection]:
+    @property
+    def generation(self) -> int:
+        """Bumped by ``rebuild``: what a read of an older file found says nothing of
+        the new one."""
+        return self.readers.generation
+
+    def reader(self) -> AbstractContextManager[sqlite3.Connection]:
         """A read-only connection from the pool, returned to it afterwards."""
-        # Each connection carries the generation of the file it opened: one that a
-        # rebuild made stale is closed whether it is taken or given back.
-        while True:
-            try:
-                generation, conn = self._readers.get_nowait()
-            except queue.Empty:
-                with self._replacing:
-                    generation = self.generation
-                    conn = _connect(self.db_path, readonly=True)
-                break
-            if generation == self.generation:
-                break
-            conn.close()
-        try:
-            yield conn
-        finally:
-            conn.set_progress_handler(None, 0)
-            if generation == self.generation:
-                self._readers.put((generation, conn))
-            else:
-                conn.close()
+        return self.readers.connection()
 
     # ------------------------------------------------------------ writer side
 

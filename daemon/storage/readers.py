@@ -1,0 +1,80 @@
+"""The read-only connections searches use, and the swap of the file beneath them.
+
+Searches never wait for the writer (WAL mode): each runs on a connection of its own,
+taken from this pool and given back. A rebuild replaces the file while the daemon
+serves, so every connection carries the generation of the file it opened: one of an
+older file is closed whether it is taken or given back, and no connection opens while
+the new file is being created (it would find no file, or one without tables, where the
+client must only ever see the rebuild).
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
+        )
+    else:
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    return conn
+
+
+class Readers:
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.generation = 0
+        """Bumped by ``replacing``: a connection of an older file is never pooled."""
+        self._idle: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
+        """The one used last on top: its page cache is the warmest (a FIFO pool would
+        hand sequential searches to colder and colder connections)."""
+        self._replacing = threading.Lock()
+
+    @contextmanager
+    def replacing(self) -> Iterator[None]:
+        """Hold while the file is replaced: connections to the old one are closed, and
+        none opens until the new one is complete."""
+        with self._replacing:
+            self.generation += 1
+            self.close()
+            yield
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A read-only connection from the pool, returned to it afterwards."""
+        while True:
+            try:
+                generation, conn = self._idle.get_nowait()
+            except queue.Empty:
+                with self._replacing:
+                    generation = self.generation
+                    conn = connect(self.db_path, readonly=True)
+                break
+            if generation == self.generation:
+                break
+            conn.close()
+        try:
+            yield conn
+        finally:
+            conn.set_progress_handler(None, 0)
+            if generation == self.generation:
+                self._idle.put((generation, conn))
+            else:
+                conn.close()
+
+    def close(self) -> None:
+        """Close the idle connections (those in use close when given back, if stale)."""
+        while True:
+            try:
+                self._idle.get_nowait()[1].close()
+            except queue.Empty:
+                break
