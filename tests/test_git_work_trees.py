@@ -1,22 +1,36 @@
 """.gitignore files apply only inside a git work tree, as in git and ripgrep; .kbignore
-and the config apply everywhere.
+and the config apply everywhere; and a root whose rules skip nearly everything says so
+in status, doctor and the MCP status.
 
-A real kbindexd on a real socket over real files.
+A real kbindexd on a real socket over real files; kbctl runs as a process.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, write
+from kbindex.mcpfront import results
 from watch_helpers import until_paths
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 # What Debian's linux-source tarball ships at its top: a rule for its packagers.
 PACKAGING_GITIGNORE = "*.o\n/*\n!/debian/\n"
+
+
+def kbctl(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(daemon.socket), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def no_git_above(path: Path) -> None:
@@ -126,3 +140,40 @@ async def test_kbignore_applies_without_git(make_daemon: MakeDaemon) -> None:
         await until_paths(c, "figword", ["notes/public.md"])
         why = await c.why("notes/private.md")
         assert why.reason == f'ignored: pattern "private.md" in {d.root}/notes/.kbignore line 1'
+
+
+async def test_a_root_whose_rules_skip_everything_warns_with_the_rule(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    kbignore = write(d.root / ".kbignore", "# everything, by mistake\n*\n")
+    for n in range(12):
+        write(d.root / f"note{n}.md", f"note {n} pearword\n")
+    write(d.root / "sub" / "deep.md", "deep pearword\n")
+    await d.start()
+    rule = f'pattern "*" in {kbignore} line 2'
+    async with d.client() as c:
+        status = await c.status()
+        assert status.indexed_files == 0
+        warning = status.roots[0].warning
+        # 12 notes and sub/ by the rule; the .kbignore itself by its (lacking) extension.
+        assert warning == (
+            "ignore rules skipped 14 files and directories and kept 0 files in the last "
+            f"scan; 13 by {rule}"
+        )
+        assert results.status(status)[0]["roots"][0]["warning"] == warning  # MCP
+        assert f"Warning: {warning}" in results.status(status)[1]
+    shown = kbctl(d, "status")
+    assert f"WARNING: {warning}" in shown.stdout
+    assert json.loads(kbctl(d, "status", "--json").stdout)["roots"][0]["warning"] == warning
+    doctor = kbctl(d, "doctor")
+    assert f"warn  root {d.root}: {warning}" in doctor.stdout
+
+    # Fixed, the next scan takes the warning back.
+    kbignore.write_text("sub/\n")
+    await d.refresh()
+    async with d.client() as c:
+        status = await c.status()
+        assert status.indexed_files == 12 and status.roots[0].warning == ""
+    assert "WARNING" not in kbctl(d, "status").stdout
+    assert str(kbignore) not in kbctl(d, "doctor").stdout
