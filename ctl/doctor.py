@@ -117,6 +117,12 @@ def _roots(status: StatusReply) -> Iterator[Finding]:
             yield Finding("warn", f"root {root.path}: {root.state}: {root.detail}", _inotify_fix())
         else:
             yield Finding("ok", f"root {root.path} readable ({root.files:,} files, {root.state})")
+        if root.warning:
+            yield Finding(
+                "warn",
+                f"root {root.path}: {root.warning}",
+                "kbctl why PATH names the rule for one file; edit or remove that rule",
+            )
 
 
 def _count_dirs(roots: list[str]) -> int:

@@ -71,6 +71,8 @@ def status(reply: StatusReply) -> str:
     for root in reply.roots:
         detail = f"  ({root.detail})" if root.detail else ""
         lines.append(f"  {root.path}  {root.state}  {root.files:,} files{detail}")
+        if root.warning:
+            lines.append(f"    WARNING: {root.warning}")
     lines.append(f"socket: {reply.socket_path}")
     lines.append(f"state:  {reply.state_dir}")
     return "\n".join(lines)

@@ -27,6 +27,11 @@ SEVERITY: Final = {
     "missing": 3,
 }
 """Watcher states from best to worst; the freshness of a search shows the worst."""
+IGNORED_WARN_MIN: Final = 10
+IGNORED_WARN_SHARE: Final = 0.95
+"""A root warns when its last scan's ignore rules skipped at least IGNORED_WARN_MIN
+files and directories and more than this share of what it met (skipped + files kept):
+a rule meant for someone else (a packaging .gitignore, a stray ``*``) hides the tree."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,35 @@ class Reconciled:
     files_seen: int
     changed: int
     removed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """What the ignore rules skipped in the last walk of a whole root."""
+
+    skipped: int
+    """Files and directories skipped (a skipped directory counts once, unwalked)."""
+    kept: int
+    """Files listed for indexing."""
+    top_reason: str = ""
+    top_count: int = 0
+
+    @classmethod
+    def tally(cls, by_reason: dict[str, int], kept: int) -> Ignored:
+        top = max(by_reason.items(), key=lambda item: item[1], default=("", 0))
+        return cls(sum(by_reason.values()), kept, top[0], top[1])
+
+    @property
+    def warning(self) -> str:
+        """The warning status shows, or "" when the rules leave enough."""
+        if self.skipped < IGNORED_WARN_MIN:
+            return ""
+        if self.skipped <= IGNORED_WARN_SHARE * (self.skipped + self.kept):
+            return ""
+        return (
+            f"ignore rules skipped {self.skipped:,} files and directories and kept "
+            f"{self.kept:,} files in the last scan; {self.top_count:,} by {self.top_reason}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +114,8 @@ class RootHealth:
     poll_seconds: float | None = None
     last_event_at: float | None = None
     last_reconcile: Reconciled | None = None
+    ignored: Ignored | None = None
+    """From the last walk of the whole root."""
 
     @property
     def shown_state(self) -> str:

@@ -188,6 +188,8 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
     for r in reply.roots:
         detail = f" ({r.detail})" if r.detail else ""
         lines.append(f"- {r.path}: {r.state}, {r.files} files{detail}")
+        if r.warning:
+            lines.append(f"  Warning: {r.warning}")
     if reply.skipped:
         lines.append("Skipped: " + ", ".join(f"{k} {v}" for k, v in sorted(reply.skipped.items())))
     if errors:

@@ -123,7 +123,14 @@ STATS: Final = types.Tool(
             "recent_errors": _list({"path": _STR, "reason": _STR}),
             "skipped": {"type": "object", "additionalProperties": _INT},
             "roots": _list(
-                {"path": _STR, "state": _STR, "files": _INT, "detail": _STR, "last_scan": _TIME}
+                {
+                    "path": _STR,
+                    "state": _STR,
+                    "files": _INT,
+                    "detail": _STR,
+                    "last_scan": _TIME,
+                    "warning": _STR,
+                }
             ),
             "daemon": _object(
                 {"version": _STR, "pid": _INT, "uptime_seconds": _NUM, "socket": _STR}

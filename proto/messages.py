@@ -204,6 +204,9 @@ class RootStatus(msgspec.Struct, kw_only=True):
     last_event_at: float | None = None
     last_reconcile: ReconcileReport | None = None
     pending: int = 0
+    warning: str = ""
+    """Non-empty when the last scan's ignore rules skipped nearly everything in the
+    root: how many, and the rule (with its file and line) that skipped the most."""
 
 
 class FileIssue(msgspec.Struct, kw_only=True):

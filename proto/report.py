@@ -74,6 +74,7 @@ def status(reply: StatusReply, now: float | None = None) -> dict[str, Any]:
                 "files": r.files,
                 "detail": r.detail,
                 "last_scan": iso(r.last_scan_at),
+                "warning": r.warning,
             }
             for r in reply.roots
         ],

@@ -76,6 +76,7 @@ async def test_reading_a_skipped_file_says_why_as_why_does(make_daemon: MakeDaem
     write(d.root / "big.md", "x" * 5000)
     write(d.root / "blob.md", b"\x00\x01\x02binary\x00" * 10)
     write(d.root / "private" / "secret.md", "not for the index\n")
+    (d.root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(d.root / ".gitignore", "scratch.md\n")
     write(d.root / "scratch.md", "ignored by git\n")
     await d.start()

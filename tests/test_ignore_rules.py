@@ -27,6 +27,7 @@ def walked(root: Path, r: IgnoreRules, start: Path | None = None) -> list[str]:
 
 def test_nested_gitignore_with_negation_and_kbignore_precedence(tmp_path: Path) -> None:
     root = tmp_path
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / ".gitignore", "# comment\n\n*.txt\nbuild/\n")
     write(root / "keep.md", "x")
     write(root / "drop.txt", "x")
@@ -57,6 +58,7 @@ def test_nested_gitignore_with_negation_and_kbignore_precedence(tmp_path: Path) 
 
 def test_config_excludes_cannot_be_negated_and_include_restricts(tmp_path: Path) -> None:
     root = tmp_path
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / ".gitignore", "!*.md\n")
     write(root / "drafts" / "a.md", "x")
     write(root / "notes" / "b.md", "x")
@@ -76,6 +78,7 @@ def test_config_excludes_cannot_be_negated_and_include_restricts(tmp_path: Path)
 
 def test_edited_gitignore_takes_effect_at_the_next_walk(tmp_path: Path) -> None:
     root = tmp_path
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / "a.md", "x")
     write(root / "b.md", "x")
     r = rules(root)
@@ -91,6 +94,7 @@ def test_edited_gitignore_takes_effect_at_the_next_walk(tmp_path: Path) -> None:
 def test_a_scope_inside_an_ignored_directory_yields_nothing(tmp_path: Path) -> None:
     """Refreshing such a scope then removes what the index held there."""
     root = tmp_path
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / ".gitignore", "private/\n")
     write(root / "private" / "sub" / "x.md", "x")
     write(root / "node_modules" / "pkg" / "y.md", "x")
@@ -118,6 +122,7 @@ def test_quick_ignored_only_looks_below_the_root(tmp_path: Path) -> None:
 
 def test_bad_patterns_are_skipped_not_fatal(tmp_path: Path) -> None:
     root = tmp_path
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / ".gitignore", "!\n\\\n*.txt\n")
     write(root / "a.txt", "x")
     write(root / "b.md", "x")

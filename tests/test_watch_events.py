@@ -135,6 +135,7 @@ async def test_a_burst_of_thousands_of_files_settles(daemon: Daemon) -> None:
 
 async def test_gitignore_edits_take_effect(daemon: Daemon) -> None:
     root = daemon.root
+    (root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(root / "a.md", "alpha lumenword\n")
     write(root / "b.md", "bravo lumenword\n")
     write(root / "sub" / "c.md", "charlie lumenword\n")

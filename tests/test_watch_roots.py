@@ -93,6 +93,7 @@ async def test_kbctl_roots_and_why(
     parser = argparse.ArgumentParser()
     roots_cmd.add_parser(parser.add_subparsers(dest="command", required=True))
     write(daemon.root / "note.md", "why word\n")
+    (daemon.root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(daemon.root / ".gitignore", "*.txt\n")
     write(daemon.root / "x.txt", "text\n")
     monkeypatch.chdir(daemon.root)

@@ -12,7 +12,10 @@ Rules, in the order they are checked:
 4. ``.gitignore`` and ``.kbignore`` files, nested, with negations, in git's semantics
    (pathspec's GitIgnoreSpec): the deepest file with a matching pattern decides, and in
    one directory ``.kbignore`` is read after ``.gitignore``, so it wins. As in git, a
-   file inside an ignored directory cannot be re-included.
+   file inside an ignored directory cannot be re-included. As in git and ripgrep, a
+   ``.gitignore`` applies only inside a git work tree (a ``.git`` directory or file in
+   its directory or one above, up to ``/``): a source tarball often ships one meant for
+   its packagers (Debian's kernel source has ``/*``). ``.kbignore`` applies everywhere.
 5. ``[root."PATH"] include``: when given, a file must match one of these patterns.
 
 Every check returns a short reason (which rule, in which file, on which line) so
@@ -69,8 +72,12 @@ IGNORED_DIR_NAMES: Final = frozenset(
     }
 )
 MARKER_FILES: Final = ("CACHEDIR.TAG", "pyvenv.cfg")
-IGNORE_FILES: Final = (".gitignore", ".kbignore")
+GITIGNORE: Final = ".gitignore"
+IGNORE_FILES: Final = (GITIGNORE, ".kbignore")
 """Pattern files read in every directory, in this order (a later one wins)."""
+GIT_MARKER: Final = ".git"
+"""A directory or file (a worktree's, a submodule's) that makes a git work tree."""
+_LOOKED_FOR: Final = (*IGNORE_FILES, GIT_MARKER)
 MAX_IGNORE_FILE_BYTES: Final = 1 << 20
 
 
@@ -121,6 +128,10 @@ class Chain:
 
     root: str
     files: tuple[Patterns, ...] = ()
+    in_git: bool = False
+    """Whether the directory is inside a git work tree, so its .gitignore files apply.
+    Decided once per directory while walking down: a ``.git`` in its listing or its
+    parent's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +202,24 @@ class IgnoreRules:
 
     def enter(self, chain: Chain, directory: str, names: Iterable[str] | None = None) -> Chain:
         """The chain for the entries of ``directory``: its parent's plus its own pattern
-        files. ``names`` are the directory's entries when the caller has listed it."""
-        present = IGNORE_FILES if names is None else [n for n in names if n in IGNORE_FILES]
-        added = [
-            p for name in IGNORE_FILES if name in present and (p := self._load(directory, name))
-        ]
-        return Chain(chain.root, chain.files + tuple(added)) if added else chain
+        files. ``names`` are the directory's entries when the caller has listed it;
+        without them, one ``lstat`` looks for ``.git`` (unless already inside a work tree)."""
+        if names is None:
+            in_git = chain.in_git or os.path.lexists(os.path.join(directory, GIT_MARKER))
+            present: Sequence[str] = IGNORE_FILES
+        else:
+            present = [n for n in names if n in _LOOKED_FOR]
+            in_git = chain.in_git or GIT_MARKER in present
+        added = tuple(
+            p
+            for name in IGNORE_FILES
+            if name in present
+            and (in_git or name != GITIGNORE)
+            and (p := self._load(directory, name))
+        )
+        if not added and in_git == chain.in_git:
+            return chain
+        return Chain(chain.root, chain.files + added, in_git)
 
     def ignored_dir(self, path: str, name: str, chain: Chain | None = None) -> str | None:
         """Why directory ``path`` (named ``name``) is not walked, or None."""
@@ -256,7 +279,7 @@ class IgnoreRules:
             return memo[directory]
         out: Chain | str
         if directory == root:
-            out = self.enter(Chain(root), root)
+            out = self.enter(Chain(root, in_git=git_above(root)), root)
         else:
             parent, name = os.path.split(directory)
             above = self.context(root, parent, memo)
@@ -326,3 +349,14 @@ class IgnoreRules:
         )
         self._files[path] = (key, patterns)
         return patterns
+
+
+def git_above(directory: str) -> bool:
+    """Whether a ``.git`` lies in a directory above ``directory``, up to ``/`` (the
+    look above a root, once per walk of it; the walk looks inside the root)."""
+    parent = os.path.dirname(directory)
+    while parent != directory:
+        if os.path.lexists(os.path.join(parent, GIT_MARKER)):
+            return True
+        directory, parent = parent, os.path.dirname(parent)
+    return False

@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon.health import Health, Progress, Reconciled
+from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.scanner import Seen, Walk, walk
@@ -176,6 +176,7 @@ class Indexer:
                 root_health.state = "missing" if result.root_missing else "ok"
                 root_health.detail = "root directory does not exist" if result.root_missing else ""
                 root_health.last_scan_at = time.time()
+                root_health.ignored = Ignored.tally(result.ignored_by, len(result.files))
         prefixes = None if scope is None else [str(t.path) for t in targets]
         known = await self._write(self.store.known, prefixes)
         changed = [

@@ -57,6 +57,10 @@ class Walk:
     root_missing: bool = False
     ignored: str = ""
     """Why the scope itself is ignored (then ``files`` is empty)."""
+    ignored_by: dict[str, int] = field(default_factory=dict)
+    """Files and directories the walk met and skipped by an ignore rule, counted by
+    the reason (the rule and where it is written): what status warns about when a
+    root's rules skip nearly everything."""
 
 
 def walk(
@@ -81,7 +85,8 @@ def walk(
         result.ignored = context
         return result
     if not is_dir:
-        seen = _seen_file(root, str(start), start.name, st, rules, context, prefix_len)
+        reason = rules.ignored_file(start.name, str(start), context)
+        seen = _seen_file(root, str(start), st, prefix_len) if reason is None else None
         if seen is not None:
             result.files[seen.path] = seen
         return result
@@ -101,34 +106,35 @@ def walk(
             continue
         if not entered:
             chain = rules.enter(chain, directory, (e.name for e in entries))
+        ignored_by = result.ignored_by
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if rules.ignored_dir(entry.path, entry.name, chain) is None:
+                    reason = rules.ignored_dir(entry.path, entry.name, chain)
+                    if reason is None:
                         stack.append((entry.path, chain, False))
+                    else:
+                        ignored_by[reason] = ignored_by.get(reason, 0) + 1
+                    continue
+                # Decided before the stat: an ignored file costs no system call.
+                reason = rules.ignored_file(entry.name, entry.path, chain)
+                if reason is not None:
+                    ignored_by[reason] = ignored_by.get(reason, 0) + 1
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished between listing and stat
-            seen = _seen_file(root, entry.path, entry.name, st, rules, chain, prefix_len)
+            seen = _seen_file(root, entry.path, st, prefix_len)
             if seen is not None:
                 result.files[seen.path] = seen
     return result
 
 
-def _seen_file(
-    root: Path,
-    path: str,
-    name: str,
-    st: os.stat_result,
-    rules: IgnoreRules,
-    chain: Chain,
-    prefix_len: int,
-) -> Seen | None:
+def _seen_file(root: Path, path: str, st: os.stat_result, prefix_len: int) -> Seen | None:
+    """The file at ``path`` as listed, or None for a symlink or a directory; the
+    caller has applied the ignore rules."""
     if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
         return None  # never followed; a directory given as a file scope is not a file
-    if rules.ignored_file(name, path, chain) is not None:
-        return None
     shown = display_path(path)
     # display_path returns a valid name itself; a file really named like the escaped
     # form wins over the one whose name needed escaping.

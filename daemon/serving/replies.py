@@ -72,6 +72,7 @@ def root_status(path: str, rh: RootHealth, files: int, pending: int) -> RootStat
         last_event_at=rh.last_event_at,
         last_reconcile=_reconcile(rh.last_reconcile),
         pending=pending,
+        warning="" if rh.ignored is None else rh.ignored.warning,
     )
 
 

@@ -57,7 +57,10 @@ class EventRouter:
 
     def _pattern_file(self, path: str) -> bool:
         """A .gitignore or .kbignore changed: queue its directory, so that newly ignored
-        files leave the index and newly un-ignored ones enter it."""
+        files leave the index and newly un-ignored ones enter it. The walk of that
+        directory decides whether a .gitignore applies (inside a git work tree only); a
+        ``.git`` made or removed is under a built-in ignored name, so it takes effect at
+        the next scan."""
         if not self.rules.is_pattern_file(os.path.basename(path)):
             return False
         directory = os.path.dirname(path)
