@@ -1,9 +1,10 @@
 """kbctl: control and query a running kbindexd from a shell.
 
 Every subcommand is one request (or a short exchange) over the daemon's socket.
-Imports stay light (no daemon code, no SQLite): a CLI started once per query pays its
-import time every time. Exit codes: 0 success, 1 the daemon is not running or
-answered with an error, 2 bad usage.
+Imports stay light: a CLI started once per query pays its import time every time. So
+no daemon code, no SQLite, no event loop (the blocking client, proto/blocking.py), and
+the modules only ``doctor`` and ``service`` need are imported when they run. Exit
+codes: 0 success, 1 the daemon is not running or answered with an error, 2 bad usage.
 """
 
 from __future__ import annotations
@@ -12,19 +13,32 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import NoReturn
 
-import anyio
-from kbindex.ctl import doctor, paths, render, roots, service
+from kbindex.ctl import paths, render, roots
 from kbindex.proto import report
-from kbindex.proto.client import Client, ClientError, DaemonError
-from kbindex.proto.messages import Progress, RefreshReply
+from kbindex.proto.blocking import BlockingClient
+from kbindex.proto.errors import ClientError, DaemonError
+from kbindex.proto.messages import (
+    FindFiles,
+    FindFilesReply,
+    Progress,
+    ReadFile,
+    ReadFileReply,
+    Refresh,
+    RefreshReply,
+    Search,
+    SearchReply,
+    Status,
+    StatusReply,
+)
 
-Command = Callable[[Client, argparse.Namespace], Awaitable[int]]
+Command = Callable[[BlockingClient, argparse.Namespace], int]
 
 
-async def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.status()
+def cmd_status(client: BlockingClient, args: argparse.Namespace) -> int:
+    reply = client.request(Status(), StatusReply)
     if args.json:
         render.emit_json(report.status(reply))
     else:
@@ -32,9 +46,10 @@ async def cmd_status(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_search(client: Client, args: argparse.Namespace) -> int:
+def cmd_search(client: BlockingClient, args: argparse.Namespace) -> int:
     query = " ".join(args.query)
-    reply = await client.search(query, limit=args.limit, path=args.path, mode=args.mode)
+    search = Search(query=query, limit=args.limit, path=args.path, mode=args.mode)
+    reply = client.request(search, SearchReply)
     if args.json:
         render.emit_json(reply)
     else:
@@ -42,18 +57,18 @@ async def cmd_search(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_reindex(client: Client, args: argparse.Namespace) -> int:
+def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
     if not args.wait:
-        await client.refresh(args.paths, full=args.full)
+        client.request(Refresh(paths=args.paths, full=args.full), RefreshReply)
         print("reindex queued; follow it with: kbctl status")
         return 0
     bar = render.ProgressBar()
     final: RefreshReply | None = None
     try:
-        async for reply in client.refresh_wait(args.paths, full=args.full):
+        for reply in client.stream(Refresh(paths=args.paths, full=args.full, wait=True)):
             if isinstance(reply, Progress):
                 bar.update(reply)
-            else:
+            elif isinstance(reply, RefreshReply):
                 final = reply
     finally:
         bar.close()
@@ -65,8 +80,8 @@ async def cmd_reindex(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_files(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.find_files(args.glob, limit=args.limit)
+def cmd_files(client: BlockingClient, args: argparse.Namespace) -> int:
+    reply = client.request(FindFiles(glob=args.glob, limit=args.limit), FindFilesReply)
     if args.json:
         render.emit_json(reply)
     else:
@@ -74,8 +89,9 @@ async def cmd_files(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_read(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.read_file(args.path, args.start, args.end)
+def cmd_read(client: BlockingClient, args: argparse.Namespace) -> int:
+    read = ReadFile(path=args.path, start_line=args.start, end_line=args.end)
+    reply = client.request(read, ReadFileReply)
     if args.json:
         render.emit_json(reply)
         return 0
@@ -140,20 +156,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_read)
 
     roots.add_parser(sub)
-    doctor.add_parser(sub)
-    service.add_parser(sub)
+
+    p = sub.add_parser(
+        "doctor", help="check the daemon, the index, the roots, inotify and the units"
+    )
+    p.set_defaults(func=run_doctor)
+
+    p = sub.add_parser(
+        "service",
+        help="run kbindexd as a systemd user service",
+        description="Install, remove or inspect the kbindexd systemd user units.",
+    )
+    actions = p.add_subparsers(dest="service_command", metavar="COMMAND", required=True)
+    a = actions.add_parser(
+        "install", help="write the units and enable the socket (kbindexd starts on first use)"
+    )
+    a.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="directory to index (repeatable); saved in the config if it lists none",
+    )
+    a.add_argument(
+        "--print", action="store_true", help="print the units instead of installing them"
+    )
+    actions.add_parser("uninstall", help="stop, disable and remove the units")
+    actions.add_parser("status", help="what systemd says about kbindexd")
+    p.set_defaults(func=run_service)
     return parser
 
 
-async def _run(args: argparse.Namespace) -> int:
+# doctor and service import what no other command needs (the async client and its
+# event loop; subprocess, tomllib and the unit files), so only when they run.
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from kbindex.ctl import doctor
+
+    return doctor.run(args)
+
+
+def run_service(args: argparse.Namespace) -> int:
+    from kbindex.ctl import service
+
+    return service.run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     command: Command = args.run
-    async with Client.connect(args.socket, client_name="kbctl") as client:
-        return await command(client, args)
+    with BlockingClient.connect(args.socket, client_name="kbctl") as client:
+        return command(client, args)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # in here, so that a reader gone before the end is handled below
+        return code
     except BrokenPipeError:
         # The reader stopped reading (``kbctl search x | head``): end quietly, as cat
         # does, with the status a process killed by SIGPIPE reports. Python flushes
@@ -169,7 +229,7 @@ def _main(argv: list[str] | None) -> int:
         result: int = args.func(args)
         return result
     try:
-        return anyio.run(_run, args)
+        return _run(args)
     except DaemonError as exc:
         print(f"kbctl: {exc.message} [{exc.code}]", file=sys.stderr)
         return 1
@@ -180,5 +240,17 @@ def _main(argv: list[str] | None) -> int:
         return 130
 
 
+def run() -> NoReturn:
+    """The ``kbctl`` console script (and ``python -m kbindex.ctl.main``): ``main``, then
+    exit at once.
+
+    Why ``os._exit``: the interpreter's teardown (freeing every module kbctl imported)
+    takes longer than a search. kbctl leaves nothing for it to do: no files open for
+    writing, no atexit handlers, and stdout (in ``main``) and stderr are flushed."""
+    code = main()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -12,8 +12,17 @@ import os
 from typing import Any
 
 from kbindex.ctl import paths, render
-from kbindex.proto.client import Client
-from kbindex.proto.messages import RootStatus
+from kbindex.proto.blocking import BlockingClient
+from kbindex.proto.messages import (
+    AddRoot,
+    RemoveRoot,
+    RootsReply,
+    RootStatus,
+    Status,
+    StatusReply,
+    Why,
+    WhyReply,
+)
 from kbindex.proto.report import ago
 
 
@@ -38,8 +47,8 @@ def add_parser(sub: Any) -> None:
     w.set_defaults(run=cmd_why)
 
 
-async def cmd_roots(client: Client, args: argparse.Namespace) -> int:
-    status = await client.status()
+def cmd_roots(client: BlockingClient, args: argparse.Namespace) -> int:
+    status = client.request(Status(), StatusReply)
     if args.json:
         render.emit_json(status.roots)
     else:
@@ -47,20 +56,20 @@ async def cmd_roots(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_roots_add(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.add_root(args.path)
+def cmd_roots_add(client: BlockingClient, args: argparse.Namespace) -> int:
+    reply = client.request(AddRoot(path=args.path), RootsReply)
     print(reply.message)
     return 0
 
 
-async def cmd_roots_remove(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.remove_root(args.path)
+def cmd_roots_remove(client: BlockingClient, args: argparse.Namespace) -> int:
+    reply = client.request(RemoveRoot(path=args.path), RootsReply)
     print(reply.message)
     return 0
 
 
-async def cmd_why(client: Client, args: argparse.Namespace) -> int:
-    reply = await client.why(args.path)
+def cmd_why(client: BlockingClient, args: argparse.Namespace) -> int:
+    reply = client.request(Why(path=args.path), WhyReply)
     if args.json:
         render.emit_json(reply)
     elif reply.indexed:

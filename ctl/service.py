@@ -239,35 +239,13 @@ def installed_units_in_sync(config_home: Path | None = None) -> list[str]:
     return problems
 
 
-def add_parser(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> argparse.ArgumentParser:
-    """Register ``service`` and its subcommands; each sets ``func(args) -> int``."""
-    parser = subparsers.add_parser(
-        "service",
-        help="run kbindexd as a systemd user service",
-        description="Install, remove or inspect the kbindexd systemd user units.",
-    )
-    commands = parser.add_subparsers(dest="service_command", metavar="COMMAND", required=True)
-    p_install = commands.add_parser(
-        "install", help="write the units and enable the socket (kbindexd starts on first use)"
-    )
-    p_install.add_argument(
-        "--root",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="directory to index (repeatable); saved in the config if it lists none",
-    )
-    p_install.add_argument(
-        "--print", action="store_true", help="print the units instead of installing them"
-    )
-    p_install.set_defaults(func=_install_command)
-    p_uninstall = commands.add_parser("uninstall", help="stop, disable and remove the units")
-    p_uninstall.set_defaults(func=lambda args: uninstall())
-    p_status = commands.add_parser("status", help="what systemd says about kbindexd")
-    p_status.set_defaults(func=lambda args: status())
-    return parser
+def run(args: argparse.Namespace) -> int:
+    """``kbctl service install|uninstall|status`` (the parser is kbctl's, in main.py)."""
+    if args.service_command == "install":
+        return _install_command(args)
+    if args.service_command == "uninstall":
+        return uninstall()
+    return status()
 
 
 def _install_command(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Async client for the kbindexd socket, shared by kbctl and kbindex-mcp.
+"""Async client for the kbindexd socket: kbindex-mcp, kbctl doctor and the tests.
 
 One connection carries many requests at once: each request gets a fresh id, and a
 reader task routes every reply to the request of its id: to a private channel when
@@ -7,14 +7,15 @@ otherwise (``request``).
 
     async with Client.connect() as client:
         reply = await client.search("scheduler next task", limit=5)
+
+kbctl's other commands send one request at a time and use the blocking client
+(blocking.py) instead, which starts no event loop. Both raise the errors of errors.py.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import socket
-import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,12 +25,17 @@ import anyio
 import msgspec
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.memory import MemoryObjectSendStream
-from kbindex.proto import framing
-from kbindex.proto.address import (
-    UntrustedSocket,
-    check_private_dir,
-    owner_name,
-    resolve_socket_path,
+from kbindex.proto import framing, streams
+from kbindex.proto.address import resolve_socket_path
+from kbindex.proto.errors import (
+    ClientError,
+    ConnectionLost,
+    DaemonError,
+    DaemonUnavailable,
+    UntrustedDaemon,
+    check_server,
+    check_socket_dir,
+    checked,
 )
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
@@ -62,42 +68,16 @@ from kbindex.proto.messages import (
     WhyReply,
 )
 
+__all__ = [
+    "Client",
+    "ClientError",
+    "ConnectionLost",
+    "DaemonError",
+    "DaemonUnavailable",
+    "UntrustedDaemon",
+]
+
 R = TypeVar("R", bound=Reply)
-
-
-class ClientError(Exception):
-    """Base class of everything this client raises."""
-
-
-class DaemonUnavailable(ClientError):
-    """Raised when nothing answers on the socket (daemon not running, wrong path)."""
-
-    def __init__(self, socket_path: Path, cause: str) -> None:
-        super().__init__(
-            f"kbindexd is not running (no answer on {socket_path}: {cause}). "
-            "Start it with: kbindexd PATH  (or: systemctl --user start kbindexd.socket)"
-        )
-        self.socket_path = socket_path
-
-
-class UntrustedDaemon(ClientError):
-    """The socket is in a directory others control, or another user's process serves it.
-
-    Nothing was sent: talking to it would hand that user every query and show their
-    text as the user's own."""
-
-
-class ConnectionLost(ClientError):
-    """Raised for requests in flight when the daemon closes the connection."""
-
-
-class DaemonError(ClientError):
-    """The daemon answered with an error reply."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 class _Final:
@@ -125,8 +105,8 @@ _decoder = msgspec.msgpack.Decoder(AnyReply)
 
 class Client:
     def __init__(self, stream: SocketStream, socket_path: Path) -> None:
-        self._reader = framing.FrameReader(stream, framing.MAX_REPLY_BYTES)
-        self._writer = framing.FrameWriter(stream)
+        self._reader = streams.FrameReader(stream, framing.MAX_REPLY_BYTES)
+        self._writer = streams.FrameWriter(stream)
         self._ids = itertools.count(1)
         self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError] | _Final] = {}
         self._closed: ClientError | None = None
@@ -139,20 +119,13 @@ class Client:
         cls, socket_path: str | os.PathLike[str] | None = None, *, client_name: str = ""
     ) -> AsyncIterator[Client]:
         path = resolve_socket_path(socket_path)
-        try:
-            check_private_dir(path.parent)
-        except FileNotFoundError:
-            raise DaemonUnavailable(path, "no such directory") from None
-        except UntrustedSocket as exc:
-            raise UntrustedDaemon(str(exc)) from None
-        except OSError as exc:
-            raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
+        check_socket_dir(path)
         try:
             stream = await anyio.connect_unix(path)
         except OSError as exc:
             raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
         try:
-            _check_server(stream, path)
+            check_server(stream.extra(SocketAttribute.raw_socket), path)
         except UntrustedDaemon:
             await stream.aclose()
             raise
@@ -218,7 +191,7 @@ class Client:
             await self._send(request, rid)
             async with receive:
                 async for item in receive:
-                    yield _checked(item)
+                    yield checked(item)
                     if not isinstance(item, Progress):
                         return
         finally:
@@ -238,7 +211,7 @@ class Client:
         finally:
             del self._pending[rid]
         assert final.value is not None
-        reply = _checked(final.value)
+        reply = checked(final.value)
         if not isinstance(reply, expect):
             raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(reply).__name__}")
         return reply
@@ -303,27 +276,3 @@ class Client:
 
     async def check(self) -> CheckReply:
         return await self.request(Check(), CheckReply)
-
-
-def _check_server(stream: SocketStream, path: Path) -> None:
-    """Raise UntrustedDaemon unless the process serving ``path`` runs as this user or
-    root (root can read all of the user's files anyway). The directory check came first;
-    this one catches a socket moved or bound there by someone else all the same."""
-    raw = stream.extra(SocketAttribute.raw_socket)
-    creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    if uid not in (os.getuid(), 0):
-        raise UntrustedDaemon(
-            f"the socket {path} is served by {owner_name(uid)}, not by you: it is not your "
-            f"kbindexd, so nothing was sent to it. Stop using that socket path (--socket or "
-            f"$KBINDEX_SOCKET), or remove it if it should be yours."
-        )
-
-
-def _checked(item: Reply | ClientError) -> Reply:
-    """``item`` if it is an answer; the error to raise otherwise."""
-    if isinstance(item, ClientError):
-        raise item
-    if isinstance(item, ErrorReply):
-        raise DaemonError(item.code, item.message)
-    return item

@@ -13,7 +13,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given
 from hypothesis import strategies as st
-from kbindex.proto import framing
+from kbindex.proto import framing, streams
 from kbindex.proto.client import Client, ConnectionLost, DaemonError
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
@@ -41,7 +41,7 @@ def test_frame_round_trip(body: bytes) -> None:
             send.send_nowait(packed[i : i + 3])
         send.close()
         async with receive:
-            reader = framing.FrameReader(receive, max_size=8192)  # type: ignore[arg-type]
+            reader = streams.FrameReader(receive, max_size=8192)  # type: ignore[arg-type]
             first = await reader.read()
             assert await reader.read() is None
         return first
@@ -69,7 +69,7 @@ async def test_frames_written_together_arrive_whole_and_in_order(tmp_path: Path)
         async with anyio.create_task_group() as tg:
             tg.start_soon(drain)
             async with await anyio.connect_unix(path) as stream:
-                writer = framing.FrameWriter(stream, timeout=10)
+                writer = streams.FrameWriter(stream, timeout=10)
                 with anyio.fail_after(10):
                     async with anyio.create_task_group() as writers:
                         writers.start_soon(writer.write, bodies[0])
@@ -98,7 +98,7 @@ async def test_requests_in_flight_end_with_connection_lost_when_the_daemon_goes(
 
         async def vanishing_daemon() -> None:
             async with await listener.accept() as conn:
-                reader, writer = framing.FrameReader(conn, 1 << 20), framing.FrameWriter(conn)
+                reader, writer = streams.FrameReader(conn, 1 << 20), streams.FrameWriter(conn)
                 hello = requests.decode(await reader.read() or b"")
                 reply = HelloReply(id=hello.id, version=PROTOCOL_VERSION, server="stand-in")
                 await writer.write(msgspec.msgpack.encode(reply))

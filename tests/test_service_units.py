@@ -9,7 +9,6 @@ themselves are checked by ``systemd-analyze verify`` when that binary is install
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kbindex.ctl import service
+from kbindex.ctl.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -257,8 +257,7 @@ def test_units_out_of_sync_are_reported(config_home: Path, systemctl_log: Path, 
 def test_add_parser_wires_the_subcommands(
     config_home: Path, systemctl_log: Path, root: Path
 ) -> None:
-    parser = argparse.ArgumentParser(prog="kbctl")
-    service.add_parser(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     args = parser.parse_args(["service", "install", "--root", str(root)])
     assert args.func(args) == 0
     args = parser.parse_args(["service", "status"])

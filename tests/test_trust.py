@@ -30,7 +30,9 @@ import pytest
 from conftest import MakeDaemon, write
 from kbindex.daemon import settings
 from kbindex.proto.address import default_socket_path
+from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import Client, ClientError, UntrustedDaemon
+from kbindex.proto.messages import Ping, Pong
 from mcp import Client as MCPClient
 from mcp import StdioServerParameters
 from mcp_helpers import CLIENT_TIMEOUT, FRONT_END, front_end_env, text
@@ -140,33 +142,49 @@ def fresh_dir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def connect_as(uid: int, sock: Path | None) -> dict[str, str]:
+CLIENTS = ("async", "blocking")
+"""The async Client (kbindex-mcp, doctor) and the BlockingClient (kbctl's commands)."""
+
+
+def connect_as(uid: int, sock: Path | None, client: str = "async") -> dict[str, str]:
     """As ``uid``, connect with the default lookup (sock None, a minimal environment
     without XDG_RUNTIME_DIR, as an MCP host gives) or to ``sock``; what happened."""
 
     def attempt() -> dict[str, str]:
         for name in ("XDG_RUNTIME_DIR", "KBINDEX_SOCKET"):
             os.environ.pop(name, None)
-
-        async def go() -> dict[str, str]:
-            try:
-                with anyio.fail_after(CHILD_SECONDS / 2):
-                    async with Client.connect(sock, client_name="victim") as client:
-                        await client.ping()
-            except UntrustedDaemon as exc:
-                return {"refused": str(exc)}
-            except (ClientError, TimeoutError) as exc:
-                return {"other": f"{type(exc).__name__}: {exc}"}
-            return {"connected": "yes"}
-
+        if client == "blocking":
+            return blocking()
         return anyio.run(go)
+
+    def blocking() -> dict[str, str]:
+        try:
+            with BlockingClient.connect(sock, client_name="victim") as c:
+                c.request(Ping(), Pong)
+        except UntrustedDaemon as exc:
+            return {"refused": str(exc)}
+        except ClientError as exc:
+            return {"other": f"{type(exc).__name__}: {exc}"}
+        return {"connected": "yes"}
+
+    async def go() -> dict[str, str]:
+        try:
+            with anyio.fail_after(CHILD_SECONDS / 2):
+                async with Client.connect(sock, client_name="victim") as c:
+                    await c.ping()
+        except UntrustedDaemon as exc:
+            return {"refused": str(exc)}
+        except (ClientError, TimeoutError) as exc:
+            return {"other": f"{type(exc).__name__}: {exc}"}
+        return {"connected": "yes"}
 
     result: dict[str, str] = as_user(uid, attempt)
     return result
 
 
 @needs_root
-def test_the_fallback_directory_made_first_by_another_user_is_refused() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_fallback_directory_made_first_by_another_user_is_refused(client: str) -> None:
     """Another user makes /tmp/kbindex-$UID (mode 0777) before the victim and serves a
     socket there: the victim's client sends nothing and says why."""
     victim, other = throwaway_uids()
@@ -174,7 +192,7 @@ def test_the_fallback_directory_made_first_by_another_user_is_refused() -> None:
     shutil.rmtree(sock.parent, ignore_errors=True)
     try:
         listener = Listener(other, sock, dir_mode=0o777)
-        outcome = connect_as(victim, None)
+        outcome = connect_as(victim, None, client)
         assert listener.bytes_received() == 0
     finally:
         shutil.rmtree(sock.parent, ignore_errors=True)
@@ -185,18 +203,22 @@ def test_the_fallback_directory_made_first_by_another_user_is_refused() -> None:
 
 
 @needs_root
-def test_a_directory_of_another_user_is_refused_even_when_not_shared() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_directory_of_another_user_is_refused_even_when_not_shared(client: str) -> None:
     victim, other = throwaway_uids()
     with fresh_dir() as base:
         sock = base / "theirs" / "kb.sock"
         listener = Listener(other, sock, dir_mode=0o755)
-        outcome = connect_as(victim, sock)
+        outcome = connect_as(victim, sock, client)
         assert listener.bytes_received() == 0
     assert f"uid {other}" in outcome.get("refused", ""), outcome
 
 
 @needs_root
-def test_a_socket_served_by_another_user_is_refused_in_the_victims_own_directory() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_socket_served_by_another_user_is_refused_in_the_victims_own_directory(
+    client: str,
+) -> None:
     """The directory passes (the victim's, 0700), but the process behind the socket is
     another user's: SO_PEERCRED tells, and nothing is sent."""
     victim, other = throwaway_uids()
@@ -210,7 +232,7 @@ def test_a_socket_served_by_another_user_is_refused_in_the_victims_own_directory
         listener = Listener(other, theirs / "kb.sock", dir_mode=None)
         # A bound socket keeps answering under its new name: root moves it in.
         os.rename(theirs / "kb.sock", mine / "kb.sock")
-        outcome = connect_as(victim, mine / "kb.sock")
+        outcome = connect_as(victim, mine / "kb.sock", client)
         assert listener.bytes_received() == 0
     message = outcome.get("refused", "")
     assert f"served by uid {other}" in message, outcome

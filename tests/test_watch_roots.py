@@ -11,6 +11,7 @@ import pytest
 from conftest import Daemon, MakeDaemon, write
 from kbindex.ctl import roots as roots_cmd
 from kbindex.daemon.config_file import ConfigError, persist_add, persist_remove
+from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import ErrorCode
 from watch_helpers import settled, until_paths
@@ -98,26 +99,26 @@ async def test_kbctl_roots_and_why(
     write(daemon.root / "x.txt", "text\n")
     monkeypatch.chdir(daemon.root)
 
-    async def run(*argv: str) -> str:
+    def run(*argv: str) -> str:
         args = parser.parse_args(argv)
-        async with daemon.client() as c:
-            assert await args.run(c, args) == 0
+        with BlockingClient.connect(daemon.socket, client_name="tests") as c:
+            assert args.run(c, args) == 0
         return capsys.readouterr().out
 
     async with daemon.client() as c:
         await until_paths(c, "why", ["note.md"])
-    assert await run("why", "note.md") == f"{daemon.root}/note.md: indexed\n"
-    out = await run("why", "x.txt")
+    assert run("why", "note.md") == f"{daemon.root}/note.md: indexed\n"
+    out = run("why", "x.txt")
     assert "ignored" in out and ".gitignore line 1" in out
-    assert "outside every root" in await run("why", str(tmp_path))
-    listing = await run("roots")
+    assert "outside every root" in run("why", str(tmp_path))
+    listing = run("roots")
     assert listing.startswith(f"{daemon.root}  live  1 files")
     assert "last reconcile" in listing
     other = tmp_path / "second"
     other.mkdir()
-    assert "added" in await run("roots", "add", str(other))
-    assert str(other) in await run("roots")
-    assert "removed" in await run("roots", "remove", str(other))
+    assert "added" in run("roots", "add", str(other))
+    assert str(other) in run("roots")
+    assert "removed" in run("roots", "remove", str(other))
 
 
 def test_config_edit_keeps_comments_and_other_settings(tmp_path: Path) -> None:

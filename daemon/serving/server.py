@@ -35,7 +35,7 @@ import anyio
 import msgspec
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
 from kbindex.daemon.serving.service import error_reply
-from kbindex.proto import framing
+from kbindex.proto import framing, streams
 from kbindex.proto.messages import (
     REQUEST_OPS,
     AnyRequest,
@@ -125,7 +125,7 @@ def _client_gone(exc: BaseException) -> bool:
 @dataclass(eq=False)
 class _Connection:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    reader: framing.FrameReader | None = None
+    reader: streams.FrameReader | None = None
     in_flight: int = 0
     spoken: bool = False
     """Whether a whole frame ever came in: silent connections are closed first."""
@@ -267,7 +267,7 @@ class Server:
         )
         with contextlib.suppress(Exception), anyio.move_on_after(1):
             async with stream:
-                await framing.write_frame(stream, _encoder.encode(reply))
+                await streams.write_frame(stream, _encoder.encode(reply))
 
     async def _connection(self, stream: SocketStream, conn: _Connection) -> None:
         self.connections += 1
@@ -284,7 +284,7 @@ class Server:
             self.connections -= 1
 
     async def _converse(self, stream: SocketStream, conn: _Connection) -> None:
-        writer = framing.FrameWriter(stream, self.frame_timeout)
+        writer = streams.FrameWriter(stream, self.frame_timeout)
 
         async def send(reply: Reply) -> None:
             try:
@@ -315,7 +315,7 @@ class Server:
             )
             await _linger(stream)
             return
-        reader = framing.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
+        reader = streams.FrameReader(stream, framing.MAX_REQUEST_BYTES, self.frame_timeout)
         conn.reader = reader
         # fast_acquire: an uncontended slot costs no pass of the event loop.
         slots = anyio.Semaphore(MAX_IN_FLIGHT, fast_acquire=True)
@@ -326,7 +326,7 @@ class Server:
                 except framing.FrameTooLarge as exc:
                     await send_last(ErrorReply(code=ErrorCode.FRAME_TOO_LARGE, message=str(exc)))
                     break
-                except framing.SlowFrame as exc:
+                except streams.SlowFrame as exc:
                     await send_last(ErrorReply(code=ErrorCode.BAD_FRAME, message=str(exc)))
                     break
                 except framing.IncompleteFrame:
