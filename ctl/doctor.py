@@ -192,10 +192,3 @@ def run(args: argparse.Namespace) -> int:
     findings = anyio.run(diagnose, args.socket)
     sys.stdout.write(render(findings) + "\n")
     return 1 if any(f.level == "FAIL" for f in findings) else 0
-
-
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "doctor", help="check the daemon, the index, the roots, inotify and the units"
-    )
-    parser.set_defaults(func=run)
