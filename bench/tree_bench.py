@@ -138,35 +138,51 @@ def pick_queries(db: Path, bare_db: Path, docs: int, args: argparse.Namespace) -
     words = vocabulary(db)
     middle = sorted(w for w, n in words if docs * 0.002 <= n <= docs * 0.05) or [words[0][0]]
     once = sorted(w for w, n in words if n == 1 and len(w) >= 7) or [words[-1][0]]
-    stem = rng.choice([w for w in middle if len(w) >= 6] or middle)
-    questions = args.question or [
-        q.format(*rng.sample(middle, 5)) for q in QUESTIONS if len(middle) >= 5
-    ]
-    return {
-        "prefix": [args.prefix or stem[: max(4, len(stem) - 2)] + "*"],
-        "questions": questions,
-        "common": [args.common or words[0][0]],
-        "phrase": [f'"{args.phrase or phrase_from(bare_db, middle, rng)}"'],
-        "rare": [args.rare or rng.choice(once)],
-    }
+    conn = sqlite3.connect(f"file:{bare_db}?mode=ro", uri=True)
+    try:
+        usual = written(conn, middle, rng, 20) or middle[:1]
+        stem = rng.choice([w for w in usual if len(w) >= 6] or usual)
+        questions = args.question or [
+            q.format(*rng.sample(usual, 5)) for q in QUESTIONS if len(usual) >= 5
+        ]
+        return {
+            "prefix": [args.prefix or stem[: max(4, len(stem) - 2)] + "*"],
+            "questions": questions,
+            "common": [args.common or words[0][0]],
+            "phrase": [f'"{args.phrase or phrase_from(conn, middle, rng)}"'],
+            "rare": [args.rare or (written(conn, once, rng, 1) or once[:1])[0]],
+        }
+    finally:
+        conn.close()
 
 
-def phrase_from(bare_db: Path, middle: list[str], rng: random.Random) -> str:
+def written(conn: sqlite3.Connection, words: list[str], rng: random.Random, n: int) -> list[str]:
+    """Up to ``n`` of ``words``, in random order, that a document holds as written: the
+    exact-word table also holds words the daemon derives (identifiers joined), which
+    nobody types and rg never finds."""
+    found = []
+    for word in rng.sample(words, min(20 * n, len(words))):
+        row = conn.execute("SELECT body FROM docs WHERE docs MATCH ? LIMIT 1", (f'"{word}"',))
+        body = row.fetchone()
+        if body and re.search(rf"\b{word}\b", body[0], re.IGNORECASE):
+            found.append(word)
+            if len(found) == n:
+                break
+    return found
+
+
+def phrase_from(conn: sqlite3.Connection, middle: list[str], rng: random.Random) -> str:
     """Two words side by side in a document holding a middle-frequency word, both of
     middle frequency if such a pair is there."""
     known = set(middle)
-    conn = sqlite3.connect(f"file:{bare_db}?mode=ro", uri=True)
-    try:
-        for word in rng.sample(middle, min(20, len(middle))):
-            row = conn.execute(
-                "SELECT body FROM docs WHERE docs MATCH ? ORDER BY rowid LIMIT 1", (f'"{word}"',)
-            ).fetchone()
-            pairs = re.findall(r"\b([A-Za-z]{4,})[ \t]+(?=([A-Za-z]{4,})\b)", row[0] if row else "")
-            for a, b in pairs:
-                if a.lower() in known and b.lower() in known:
-                    return f"{a.lower()} {b.lower()}"
-    finally:
-        conn.close()
+    for word in rng.sample(middle, min(20, len(middle))):
+        row = conn.execute(
+            "SELECT body FROM docs WHERE docs MATCH ? ORDER BY rowid LIMIT 1", (f'"{word}"',)
+        ).fetchone()
+        pairs = re.findall(r"\b([A-Za-z]{4,})[ \t]+(?=([A-Za-z]{4,})\b)", row[0] if row else "")
+        for a, b in pairs:
+            if a.lower() in known and b.lower() in known:
+                return f"{a.lower()} {b.lower()}"
     return middle[0]
 
 
