@@ -146,8 +146,14 @@ def cpu_seconds(pid: int) -> float:
 
 def peak_rss_mb(pid: int) -> float:
     """The process's peak resident set so far (VmHWM)."""
+    return rss_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of the process from /proc/PID/status: its resident set now by
+    default."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
