@@ -16,6 +16,7 @@ runs shielded. A second signal during shutdown exits at once.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
@@ -54,6 +55,9 @@ DRAIN_SECONDS: Final = 5.0
 STATUS_RECOUNT_SECONDS: Final = 30.0
 INDEX_ERROR_RETRY_SECONDS: Final = 5.0
 """How soon a scan retries after a write to the index failed (disk full)."""
+M_MMAP_THRESHOLD: Final = -3
+"""glibc's ``mallopt`` parameter (malloc.h)."""
+MMAP_THRESHOLD_BYTES: Final = 1 << 20
 
 
 async def run(
@@ -252,6 +256,19 @@ class StateDirUnusable(Exception):
     """The state directory (index, locks) cannot be written by this user."""
 
 
+def _map_large_allocations() -> None:
+    """Give every allocation of 1 MB or more its own mapping, returned to the system when
+    freed. Why: glibc raises its threshold for that to 32 MB once a large block is freed,
+    so the multi-MB texts and statements of a tree with big files (a kernel's register
+    headers) then come from the heap, which fragments and keeps them. Set at start-up,
+    before any thread exists; skipped where the C library has no ``mallopt`` (musl)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kbindexd",
@@ -267,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(settings.log_level)
     # Everything the daemon creates (socket, index, locks) is for its user alone.
     os.umask(0o077)
+    _map_large_allocations()
     notifier = Notifier.from_environ(unset=True)
     try:
         inherited = inherited_socket()

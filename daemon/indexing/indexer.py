@@ -33,7 +33,10 @@ from kbindex.daemon.storage.store import Known, Store, Update, is_damage, is_unw
 log = logging.getLogger(__name__)
 
 BATCH_FILES: Final = 1000
-BATCH_BYTES: Final = 32 << 20
+BATCH_BYTES: Final = 8 << 20
+"""File bytes per batch, at most (one file may be larger). Up to three batches are alive
+at once (written, queued, read), each holding its text and derived columns: this bounds
+the daemon's memory on trees with multi-MB files."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
