@@ -7,6 +7,7 @@ removed, so a figure never depends on the caller's environment or user config.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 from kbindex.proto.client import Client
@@ -163,3 +165,12 @@ def git(*args: str) -> str:
     code they measured, and the daemon is edited while benchmarks run."""
     run = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False)
     return run.stdout
+
+
+def write_results(results: dict[str, Any], path: Path | None, default: Path) -> Path:
+    """Write a benchmark's figures as JSON to ``path`` (or ``default``) and say where."""
+    target = path or default
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(results, indent=1))
+    print(f"results written to {target}")
+    return target

@@ -15,7 +15,6 @@ A benchmark, not a test: it takes minutes at full size and never runs in CI.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -265,13 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     results["summary"] = report.summarize(results)
     print(report.table(results))
-    path = (
-        args.json
-        or HERE / "out" / f"index_bench-{args.files}f-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    common.write_results(
+        results, args.json, HERE / "out" / f"index_bench-{args.files}f-{stamp}.json"
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1))
-    print(f"results written to {path}")
     return 0
 
 

@@ -425,12 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             "/".join(f"{x:.2f}" for x in la) for la in results["machine"]["loadavg_before_after"]
         )
     )
-    path = (
-        args.json or HERE / "out" / f"tree_bench-{tree.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(results, indent=1))
-    print(f"results written to {path}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    common.write_results(results, args.json, HERE / "out" / f"tree_bench-{tree.name}-{stamp}.json")
     return 0
 
 

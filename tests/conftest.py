@@ -191,7 +191,7 @@ def note(name: str, text: str) -> tuple[Seen, Loaded | Skipped]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    """A real index (both files) in a temporary directory, open for writing and reading."""
+    """A real index in a temporary directory, open for writing and reading."""
     s = Store(tmp_path / "index.sqlite3")
     s.open()
     try:

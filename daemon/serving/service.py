@@ -409,7 +409,6 @@ class Service:
 def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:
     rows = conn.execute("PRAGMA quick_check").fetchall()
     integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
-    # quick_check covers the attached exact index too; its bytes count with the index.
     db_bytes, wal_bytes = disk_bytes(db)
     return CheckReply(integrity=integrity, db_bytes=db_bytes, wal_bytes=wal_bytes)
 
