@@ -57,6 +57,36 @@ class Search(Request, tag="search", frozen=True):
     """``auto`` | ``all`` (every term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax)."""
 
 
+MAX_GREP_LIMIT: Final = 1000
+MAX_CONTEXT: Final = 20
+
+
+class Grep(Request, tag="grep", frozen=True):
+    """Lines of the indexed files that match a regex or a literal, as ripgrep
+    (``rg -uu``) prints them for the same files and flags."""
+
+    pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_PATTERN_CHARS)]
+    """A regex in ripgrep's syntax (Rust's regex crate), or a literal with ``fixed``."""
+    fixed: bool = False
+    """``-F``: the pattern is a literal string."""
+    ignore_case: bool = False
+    """``-i``."""
+    word: bool = False
+    """``-w``: only matches surrounded by word boundaries."""
+    path: Pattern | None = None
+    """As ``Search.path``: a glob or a path prefix, relative to a root or absolute."""
+    before: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONTEXT)] = 0
+    """``-B``: lines of context before each match."""
+    after: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONTEXT)] = 0
+    """``-A``: lines of context after each match."""
+    max_count: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    """``-m``: at most this many matching lines per file."""
+    files_only: bool = False
+    """``-l``: the files with a match, not their lines."""
+    limit: int = 100
+    """Matching lines (or files, with ``files_only``) returned, at most MAX_GREP_LIMIT."""
+
+
 class Refresh(Request, tag="refresh", frozen=True):
     paths: list[str] = []
     """Files, directories or roots to re-check; empty means every root."""
@@ -103,6 +133,7 @@ AnyRequest = (
     | Ping
     | Status
     | Search
+    | Grep
     | Refresh
     | ReadFile
     | FindFiles
@@ -138,6 +169,10 @@ class ErrorCode:
     UNKNOWN_OP: Final = "unknown_op"
     INVALID_ARGUMENT: Final = "invalid_argument"
     BAD_QUERY: Final = "bad_query"
+    BAD_PATTERN: Final = "bad_pattern"
+    """A grep pattern the regex engine refuses (the message says where)."""
+    UNAVAILABLE: Final = "unavailable"
+    """A capability needs something this machine lacks (grep without ripgrep)."""
     NOT_FOUND: Final = "not_found"
     OUTSIDE_ROOTS: Final = "outside_roots"
     VERSION_MISMATCH: Final = "version_mismatch"
@@ -310,6 +345,46 @@ class SearchReply(Reply, tag="search", frozen=True):
     freshness: Freshness | None = None
 
 
+class GrepLine(msgspec.Struct, kw_only=True, array_like=True):
+    """One line of a file: a match, or context around one (``match`` false). Sent as a
+    compact array: a reply holds up to a thousand of them."""
+
+    path: str
+    """Absolute."""
+    line: int
+    text: str
+    """Without its line break; a line longer than GREP_LINE_CHARS is cut around its
+    first match and marked with ``…`` where it was cut."""
+    match: bool = True
+    column: int = 0
+    """1-based, in characters, of the first match (0 for context lines)."""
+
+
+GREP_LINE_CHARS: Final = 300
+
+
+class GrepReply(Reply, tag="grep", frozen=True):
+    lines: list[GrepLine]
+    """In path order, then line order: matches and their context, or with
+    ``files_only`` one entry per file (``line`` 0, ``text`` empty)."""
+    total: int
+    """Matching lines (or files, with ``files_only``) counted; every one when
+    ``complete``."""
+    files: int = 0
+    """Files with at least one match, counted."""
+    truncated: bool = False
+    """More matched than ``lines`` shows (``limit`` reached)."""
+    complete: bool = True
+    """False when the search stopped early (its deadline, or enough counted) and
+    ``total`` is a lower bound."""
+    candidates: int = 0
+    """Files read: those the trigram index could not rule out, plus pending changes."""
+    scanned_all: bool = False
+    """The pattern has no literal the trigram index could use: every indexed file
+    (within ``path``) was read."""
+    freshness: Freshness | None = None
+
+
 class RefreshReply(Reply, tag="refresh", frozen=True):
     queued: bool = False
     files_processed: int = 0
@@ -373,6 +448,7 @@ AnyReply = (
     | Progress
     | StatusReply
     | SearchReply
+    | GrepReply
     | RefreshReply
     | ReadFileReply
     | FindFilesReply
