@@ -4,7 +4,8 @@ Every subcommand is one request (or a short exchange) over the daemon's socket.
 Imports stay light: a CLI started once per query pays its import time every time. So
 no daemon code, no SQLite, no event loop (the blocking client, proto/blocking.py), and
 the modules only ``doctor`` and ``service`` need are imported when they run. Exit
-codes: 0 success, 1 the daemon is not running or answered with an error, 2 bad usage.
+codes: 0 success, 1 the daemon is not running or answered with an error, 2 bad usage;
+``grep`` exits as grep does (0 a match, 1 none, 2 any error: see grep.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from kbindex.ctl import paths, render, roots
+from kbindex.ctl import grep, paths, render, roots
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.errors import ClientError, DaemonError
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_search)
 
+    grep.add_parser(sub)
+
     p = sub.add_parser("reindex", help="re-check files now (all roots, or the given paths)")
     p.add_argument(
         "paths", nargs="*", metavar="PATH", type=paths.given, help="relative to here, or a root"
@@ -228,14 +231,15 @@ def _main(argv: list[str] | None) -> int:
         # Subcommands that do not talk to the daemon (service management).
         result: int = args.func(args)
         return result
+    failed: int = getattr(args, "error_status", 1)
     try:
         return _run(args)
     except DaemonError as exc:
         print(f"kbctl: {exc.message} [{exc.code}]", file=sys.stderr)
-        return 1
+        return failed
     except ClientError as exc:
         print(f"kbctl: {exc}", file=sys.stderr)
-        return 1
+        return failed
     except KeyboardInterrupt:
         return 130
 
