@@ -1,10 +1,11 @@
 """Lenient reading of tool arguments sent by a model.
 
 Models are sloppy in predictable ways: integers arrive as strings (``"5"``) or floats
-(``5.0``), optional arguments arrive as ``null`` or ``""``, and extra arguments appear that
-the schema never declared. Each of those is accepted here; anything that cannot be read
-raises ArgumentError with one sentence saying what to send instead. The JSON Schema the
-tools advertise stays strict (it documents what to send); this module is what is accepted.
+(``5.0``), flags as ``"true"``, optional arguments arrive as ``null`` or ``""``, and
+extra arguments appear that the schema never declared. Each of those is accepted here;
+anything that cannot be read raises ArgumentError with one sentence saying what to send
+instead. The JSON Schema the tools advertise stays strict (it documents what to send);
+this module is what is accepted.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ class Arguments:
             return None
         return value
 
-    def string(self, name: str, *, required: bool = False, max_length: int = 4096) -> str | None:
-        value = self._value(name)
-        if value is None:
+    def string(
+        self, name: str, *, required: bool = False, max_length: int = 4096, strip: bool = True
+    ) -> str | None:
+        """``strip=False`` keeps the value as sent (a grep pattern's spaces are part of it);
+        only the empty string then counts as missing."""
+        value = self._value(name) if strip else self._raw.get(name)
+        if value is None or value == "":
             if required:
                 raise ArgumentError(
                     f"The argument '{name}' is required and must be a non-empty string."
@@ -54,12 +59,25 @@ class Arguments:
             return None
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             raise ArgumentError(f"The argument '{name}' must be a string, not {_json_kind(value)}.")
-        text = str(value).strip()
+        text = str(value).strip() if strip else str(value)
         if len(text) > max_length:
             raise ArgumentError(
                 f"The argument '{name}' is too long ({len(text)} characters; at most {max_length})."
             )
         return text
+
+    def boolean(self, name: str, *, default: bool) -> bool:
+        """Read a flag; ``"true"``, ``"false"``, ``1`` and ``0`` count too."""
+        value = self._value(name)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int | float) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _FLAGS:
+            return _FLAGS[value.strip().lower()]
+        raise ArgumentError(f"The argument '{name}' must be true or false; got {value!r}.")
 
     def integer(
         self,
@@ -99,6 +117,9 @@ class Arguments:
             self.notes.append(f"{name}={number} is above the maximum; used {maximum}.")
             number = maximum
         return number
+
+
+_FLAGS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}
 
 
 def _to_int(value: Any) -> int | None:

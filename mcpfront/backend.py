@@ -25,6 +25,8 @@ from kbindex.proto.client import Client, ConnectionLost, DaemonError, DaemonUnav
 from kbindex.proto.messages import (
     ErrorCode,
     FindFilesReply,
+    Grep,
+    GrepReply,
     Progress,
     ReadFileReply,
     RefreshReply,
@@ -151,6 +153,9 @@ class Backend:
         return await self.call(
             lambda c: c.read_file(path, start_line, end_line), seconds=REQUEST_TIMEOUT
         )
+
+    async def grep(self, grep: Grep) -> GrepReply:
+        return await self.call(lambda c: c.request(grep, GrepReply), seconds=REQUEST_TIMEOUT)
 
     async def find_files(self, glob: str, limit: int) -> FindFilesReply:
         return await self.call(lambda c: c.find_files(glob, limit), seconds=REQUEST_TIMEOUT)

@@ -66,6 +66,16 @@ def _daemon_error(exc: DaemonError, subject: str | None) -> str:
                 f"The search query could not be understood ({detail}); "
                 "retry with plain words and no special characters."
             )
+        case ErrorCode.BAD_PATTERN:
+            return (
+                f"The grep pattern is not a valid regex ({detail}); fix it (ripgrep "
+                "syntax), or send fixed_strings=true to search for it as written."
+            )
+        case ErrorCode.UNAVAILABLE:
+            return (
+                f"kbindex cannot do this on this machine ({detail}); use search "
+                "instead, and tell the user."
+            )
         case ErrorCode.INVALID_ARGUMENT:
             return f"The kbindex daemon rejected an argument: {detail}."
         case ErrorCode.PERMISSION_DENIED:

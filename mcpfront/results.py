@@ -73,7 +73,7 @@ def freshness(fresh: Freshness | None) -> dict[str, Any]:
     }
 
 
-def _freshness_text(fresh: Freshness | None) -> str:
+def freshness_text(fresh: Freshness | None) -> str:
     if fresh is None:
         return "index freshness unknown"
     text = f"index updated {ago(fresh.last_scan_at)}"
@@ -143,13 +143,13 @@ def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, 
         "notes": list(notes),
     }
     if not hits:
-        head = f"No matches for {query!r} ({_freshness_text(reply.freshness)})."
+        head = f"No matches for {query!r} ({freshness_text(reply.freshness)})."
         tips = "Try fewer or different words, a prefix like 'schedul*', or drop path_glob."
         text_lines = [head, tips]
     else:
         head = (
             f"{reply.total_hits} match(es) for {query!r}, showing {len(hits)} "
-            f"({_freshness_text(reply.freshness)}):"
+            f"({freshness_text(reply.freshness)}):"
         )
         text_lines = [head, *lines]
         if omitted:

@@ -13,9 +13,16 @@ from __future__ import annotations
 from typing import Any, Final
 
 import mcp_types as types
-from kbindex.proto.messages import MAX_LIMIT, MIN_LIMIT
+from kbindex.proto.messages import (
+    MAX_CONTEXT,
+    MAX_GREP_LIMIT,
+    MAX_LIMIT,
+    MAX_PATTERN_CHARS,
+    MIN_LIMIT,
+)
 
 FIND_LIMIT: Final = 50
+GREP_LIMIT: Final = 100
 MAX_FIND_LIMIT: Final = 200
 
 _STR: Final = {"type": "string"}
@@ -37,11 +44,13 @@ def _list(item: dict[str, Any]) -> dict[str, Any]:
 
 def _hints(*, read_only: bool = True) -> types.ToolAnnotations:
     # refresh_index changes only kbindex's own index, never a user file, and running it
-    # twice is harmless: not read-only, but neither destructive nor open-world.
+    # twice is harmless: not read-only, but neither destructive nor open-world. The spec
+    # gives idempotentHint a meaning only for tools that are not read-only: the others
+    # leave it out (it cost every tools/list 22 characters a tool).
     return types.ToolAnnotations(
         read_only_hint=read_only,
         destructive_hint=False,
-        idempotent_hint=True,
+        idempotent_hint=None if read_only else True,
         open_world_hint=False,
     )
 
@@ -50,10 +59,10 @@ SEARCH: Final = types.Tool(
     name="search",
     title="Search files",
     description=(
-        "Full-text search of the user's local files (notes, docs, code). Words match in "
-        'any order (long questions rank by words matched); "a phrase" is exact, -word '
-        "excludes, pre* matches word starts. Returns files with the line of the best "
-        "match and a snippet (matches between ⟦ ⟧); then read_file(path, start_line=line-5)."
+        "Ranked full-text search of the user's files (notes, docs, code): words in any "
+        'order (questions rank by words matched), "exact phrase", -exclude, prefix*. Each '
+        "result: path, line of the best match, snippet (matches in ⟦ ⟧); then "
+        "read_file(path, start_line=line-5)."
     ),
     input_schema={
         "type": "object",
@@ -95,13 +104,56 @@ SEARCH: Final = types.Tool(
     annotations=_hints(),
 )
 
+GREP: Final = types.Tool(
+    name="grep",
+    title="Grep files",
+    description=(
+        "Lines matching a regex (ripgrep syntax) or a literal in the indexed files, "
+        "exactly as rg finds them. Returns path:line:text, paths relative to the folder "
+        "named above them. For topics, not strings, use search."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
+            "fixed_strings": {"type": "boolean", "default": False},
+            "case_sensitive": {"type": "boolean", "default": True},
+            "word": {"type": "boolean", "default": False},
+            "path_glob": {"type": ["string", "null"]},
+            "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "default": 0},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_GREP_LIMIT,
+                "default": GREP_LIMIT,
+            },
+        },
+        "required": ["pattern"],
+    },
+    output_schema=_object(
+        {
+            "pattern": _STR,
+            "files": _list(
+                {"path": _STR, "lines": _list({"line": _INT, "text": _STR, "match": _BOOL})}
+            ),
+            "returned": _INT,
+            "total": _INT,
+            "truncated": _BOOL,
+            "complete": _BOOL,
+            "scanned_all": _BOOL,
+            "notes": _STRINGS,
+        }
+    ),
+    annotations=_hints(),
+)
+GREP_ARGUMENTS: Final = frozenset(GREP.input_schema["properties"])
+
 STATS: Final = types.Tool(
     name="get_index_stats",
     title="Index status",
     description=(
-        "Index status: the indexed folders and their state, file counts, size, last "
-        "update, a running scan, recent errors. Check it before trusting an empty search, "
-        "or to learn which folders are indexed."
+        "The indexed folders and their state, file counts, last update, a running scan, "
+        "recent errors. Check it before trusting an empty result."
     ),
     input_schema={"type": "object", "properties": {}},
     output_schema=_object(
@@ -147,9 +199,9 @@ REFRESH: Final = types.Tool(
     name="refresh_index",
     title="Refresh the index",
     description=(
-        "Re-index what changed on disk and wait. The index follows changes by itself "
-        "within seconds: call this only when a file just written is not found yet, or "
-        "when asked. filepath (file or folder) limits it to that, which is fast."
+        "Re-index now and wait. Changes are indexed by themselves within seconds: use "
+        "this only when a file just written is not found, or when asked. filepath (file "
+        "or folder) narrows it."
     ),
     input_schema={"type": "object", "properties": {"filepath": {"type": ["string", "null"]}}},
     output_schema=_object(
@@ -170,8 +222,8 @@ READ_FILE: Final = types.Tool(
     name="read_file",
     title="Read a file",
     description=(
-        "Read numbered lines of an indexed file (path absolute or relative to an indexed "
-        "folder). An answer holds about 12 KB: when truncated, call again with "
+        "Numbered lines of an indexed file (path absolute or relative to an indexed "
+        "folder), about 12 KB per answer: when truncated, continue with "
         "start_line=next_start_line. end_line is inclusive."
     ),
     input_schema={
@@ -203,10 +255,9 @@ FIND_FILES: Final = types.Tool(
     name="find_files",
     title="Find files by name",
     description=(
-        "List indexed files whose path matches a glob, with size and modification time: "
-        "find a file by name or list a folder (for content, use search). Globs are "
-        "relative to the indexed folders, '*' also crosses '/': '*.md', 'notes/*'; a "
-        "folder path lists that folder."
+        "Indexed files whose path matches a glob, with size and modification time: find "
+        "a file by name or list a folder. Globs are relative to the indexed folders ('*' "
+        "crosses '/'): '*.md', 'notes/*', or a folder path."
     ),
     input_schema={
         "type": "object",
@@ -233,4 +284,4 @@ FIND_FILES: Final = types.Tool(
     annotations=_hints(),
 )
 
-TOOLS: Final = [SEARCH, STATS, REFRESH, READ_FILE, FIND_FILES]
+TOOLS: Final = [SEARCH, GREP, STATS, REFRESH, READ_FILE, FIND_FILES]

@@ -1,4 +1,4 @@
-"""The five tools: what a model sees (name, description, schemas, hints) and what they do.
+"""The six tools: what a model sees (name, description, schemas, hints) and what they do.
 
 Schemas are written out by hand rather than derived from function signatures: they are
 the contract with the model, with bounds and descriptions tuned for it, and building
@@ -15,12 +15,20 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
-from kbindex.mcpfront import results, schemas
+from kbindex.mcpfront import matches, results, schemas
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
-from kbindex.mcpfront.schemas import FIND_LIMIT, MAX_FIND_LIMIT
-from kbindex.proto.messages import MAX_LIMIT, MIN_LIMIT, Progress
+from kbindex.mcpfront.schemas import FIND_LIMIT, GREP_ARGUMENTS, GREP_LIMIT, MAX_FIND_LIMIT
+from kbindex.proto.messages import (
+    MAX_CONTEXT,
+    MAX_GREP_LIMIT,
+    MAX_LIMIT,
+    MAX_PATTERN_CHARS,
+    MIN_LIMIT,
+    Grep,
+    Progress,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,7 @@ class Toolbox:
             "refresh_index": (frozenset(("filepath",)), self._refresh),
             "read_file": (frozenset(("path", "start_line", "end_line")), self._read_file),
             "find_files": (frozenset(("glob", "limit")), self._find_files),
+            "grep": (GREP_ARGUMENTS, self._grep),
         }
 
     @staticmethod
@@ -135,6 +144,42 @@ class Toolbox:
         reply = await self.backend.find_files(glob, limit)
         return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, args.notes)
 
+    async def _grep(self, call: Call) -> Outcome:
+        args = call.args
+        pattern = args.string("pattern", required=True, max_length=MAX_PATTERN_CHARS, strip=False)
+        assert pattern is not None
+        context = args.integer(
+            "context", default=0, minimum=0, maximum=MAX_CONTEXT, clamp_high=True
+        )
+        limit = args.integer(
+            "limit", default=GREP_LIMIT, minimum=1, maximum=MAX_GREP_LIMIT, clamp_high=True
+        )
+        assert context is not None
+        assert limit is not None
+        grep = Grep(
+            pattern=pattern,
+            fixed=args.boolean("fixed_strings", default=False),
+            ignore_case=not args.boolean("case_sensitive", default=True),
+            word=args.boolean("word", default=False),
+            path=args.string("path_glob"),
+            before=context,
+            after=context,
+            limit=limit,
+        )
+        reply = await self.backend.grep(grep)
+        # The lines carry absolute paths; the text shows them relative to their root,
+        # which only the status knows.
+        roots = [r.path for r in (await self.backend.status()).roots] if reply.lines else []
+        return matches.grep(
+            reply,
+            pattern,
+            roots,
+            context=context > 0,
+            limit=limit,
+            max_limit=MAX_GREP_LIMIT,
+            notes=args.notes,
+        )
+
 
 class _ProgressTracker:
     """Maps the daemon's per-phase Progress (done/total restart at each phase) onto MCP
@@ -169,7 +214,7 @@ class _ProgressTracker:
 def _subject(raw: dict[str, Any] | None) -> str | None:
     if not raw:
         return None
-    for key in ("path", "filepath", "query", "glob"):
+    for key in ("path", "filepath", "query", "glob", "path_glob", "pattern"):
         value = raw.get(key)
         if isinstance(value, str) and value:
             return value
