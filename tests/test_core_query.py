@@ -27,7 +27,7 @@ def fts() -> Iterator[sqlite3.Connection]:
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
         doc = prepare(name, loaded)
-        insert(conn, [(rowid, doc.row, doc.exact)])
+        insert(conn, [(rowid, doc.row, doc.exact, doc.grams)])
     yield conn
     conn.close()
 

@@ -1,10 +1,11 @@
-"""Writing one document into the two full-text tables, and taking it out again.
+"""Writing one document into the three full-text tables, and taking it out again.
 
 ``docs`` holds the text, stored once, and its stemmed index; ``docs_exact`` records
-which unstemmed words each document holds, for prefix queries, and stores no text (see
-``schema``). Every write goes through here so the two stay in step: a contentless table
-must be told a row's old words to remove them, and ``exact_text`` derives them from the
-text ``docs`` stores.
+which unstemmed words each document holds, for prefix queries, and ``docs_grams`` its
+trigrams, for grep; neither stores text (see ``schema``). Every write goes through here
+so the three stay in step: a contentless table must be told a row's old words to remove
+them, and ``exact_text`` and ``grams.of_text`` derive them from the text ``docs``
+stores (and the encoding ``files`` records).
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
 ``title``, ``body``, ``subwords`` and ``grams`` (see ``tokens``).
@@ -24,12 +25,14 @@ from dataclasses import dataclass
 from typing import Final
 
 import msgspec
-from kbindex.daemon.indexing import tokens
+from kbindex.daemon.indexing import grams, tokens
 from kbindex.daemon.indexing.textfile import Loaded
 
 COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
 STEMMED: Final = "docs"
 EXACT: Final = "docs_exact"
+GRAMS: Final = "docs_grams"
+TABLES: Final = (STEMMED, EXACT, GRAMS)
 _NAMES: Final = ", ".join(COLUMNS)
 _FROM_JSON: Final = ", ".join(f"value->>{i}" for i in range(len(COLUMNS) + 1))
 """rowid and the columns, from each ``[rowid, name, title, ...]`` of a JSON array."""
@@ -59,11 +62,13 @@ class Document:
     loaded: Loaded
     row: Row
     exact: str
+    grams: str
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
     """``loaded`` (the file at ``relpath`` in its root) with its column values."""
-    return Document(loaded, *row_and_words(relpath, loaded.title, loaded.text))
+    row, exact = row_and_words(relpath, loaded.title, loaded.text)
+    return Document(loaded, row, exact, grams.of_text(row[2], loaded.encoding))
 
 
 def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:
@@ -114,31 +119,43 @@ def _chunks(rows: Sequence[tuple[int, tuple[str, ...]]]) -> Iterator[list[tuple[
         yield chunk
 
 
-def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str]]) -> None:
-    """Add ``(rowid, values, exact_text)`` documents to both tables, a statement per
-    STATEMENT_CHARS of text; none of the rowids may be there yet."""
+def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str, str | None]]) -> None:
+    """Add ``(rowid, values, exact_text, grams)`` documents to the tables, a statement
+    per STATEMENT_CHARS of text; none of the rowids may be there yet. ``grams`` None
+    leaves ``docs_grams`` as it is (a rename: the text did not change)."""
     sql = f"INSERT INTO {STEMMED}(rowid, {_NAMES}) SELECT {_FROM_JSON} FROM json_each(?)"
-    for chunk in _chunks([(rowid, row) for rowid, row, _ in docs]):
+    for chunk in _chunks([(rowid, row) for rowid, row, _, _ in docs]):
         conn.execute(sql, (as_json(chunk),))
     exact = f"INSERT INTO {EXACT}(rowid, words) SELECT {_EXACT_JSON}"
-    for chunk in _chunks([(rowid, (words,)) for rowid, _, words in docs]):
+    for chunk in _chunks([(rowid, (words,)) for rowid, _, words, _ in docs]):
         conn.execute(exact, (as_json(chunk),))
+    trigrams = f"INSERT INTO {GRAMS}(rowid, grams) SELECT {_EXACT_JSON}"
+    for chunk in _chunks([(rowid, (g,)) for rowid, _, _, g in docs if g]):
+        conn.execute(trigrams, (as_json(chunk),))
 
 
-def remove(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[int, Row]]:
-    """Delete these documents from both tables (absent ones are skipped); returns their
-    old values. ``docs_exact`` keeps no text: it is told the words to remove, the
-    ``exact_text`` of the values ``docs`` stored."""
+def remove(
+    conn: sqlite3.Connection, rowids: Sequence[int], *, keep_grams: bool = False
+) -> list[tuple[int, Row]]:
+    """Delete these documents from the tables (absent ones are skipped); returns their
+    old values. The contentless tables keep no text: they are told the words to remove,
+    derived from the values ``docs`` stored. ``keep_grams`` leaves ``docs_grams`` as it
+    is (a rename, re-inserted with grams None)."""
     if not rowids:
         return []
     ids = as_json(rowids)
     old = conn.execute(
-        f"SELECT rowid, {_NAMES} FROM {STEMMED} WHERE rowid IN {IN_JSON}",
+        f"SELECT d.rowid, {', '.join('d.' + c for c in COLUMNS)}, f.encoding FROM {STEMMED} d"
+        f" LEFT JOIN files f ON f.id = d.rowid WHERE d.rowid IN {IN_JSON}",
         (ids,),
     ).fetchall()
     conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
     rows: list[tuple[int, Row]] = [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
-    delete = f"INSERT INTO {EXACT}({EXACT}, rowid, words) SELECT 'delete', {_EXACT_JSON}"
+    delete = "INSERT INTO {0}({0}, rowid, {1}) SELECT 'delete', " + _EXACT_JSON
     for chunk in _chunks([(rowid, (exact_text(row),)) for rowid, row in rows]):
-        conn.execute(delete, (as_json(chunk),))
+        conn.execute(delete.format(EXACT, "words"), (as_json(chunk),))
+    if not keep_grams:
+        old_grams = ((r[0], (grams.of_text(r[3], r[6]),)) for r in old)
+        for chunk in _chunks([(rowid, g) for rowid, g in old_grams if g[0]]):
+            conn.execute(delete.format(GRAMS, "grams"), (as_json(chunk),))
     return rows

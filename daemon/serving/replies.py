@@ -9,11 +9,13 @@ are built from them here, so a change to the protocol touches this module and
 from __future__ import annotations
 
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
-from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching import grep, searcher
 from kbindex.proto.messages import (
     FileInfo,
     FileIssue,
     Freshness,
+    GrepLine,
+    GrepReply,
     Hit,
     LagReport,
     ReconcileReport,
@@ -93,4 +95,20 @@ def hit(h: searcher.Hit) -> Hit:
         size=h.size,
         last_modified=h.mtime_ns / 1e9,
         title=h.title,
+    )
+
+
+def grep_reply(outcome: grep.Outcome, fresh: Freshness) -> GrepReply:
+    return GrepReply(
+        lines=[
+            GrepLine(path=ln.path, line=ln.line, text=ln.text, match=ln.match, column=ln.column)
+            for ln in outcome.lines
+        ],
+        total=outcome.total,
+        files=outcome.files,
+        truncated=outcome.truncated,
+        complete=outcome.complete,
+        candidates=outcome.candidates,
+        scanned_all=outcome.scanned_all,
+        freshness=fresh,
     )

@@ -26,7 +26,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
-from kbindex.daemon.searching import searcher
+from kbindex.daemon.searching import grep, ripgrep, searcher, trigrams
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import BadQuery, compile_query
 from kbindex.daemon.serving import replies
@@ -36,6 +36,7 @@ from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recover
 from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import (
+    MAX_GREP_LIMIT,
     MAX_LIMIT,
     MIN_LIMIT,
     PROTOCOL_VERSION,
@@ -46,6 +47,8 @@ from kbindex.proto.messages import (
     ErrorReply,
     FindFiles,
     FindFilesReply,
+    Grep,
+    GrepReply,
     Hello,
     HelloReply,
     Ping,
@@ -76,11 +79,15 @@ CAPABILITIES: Final = [
     "refresh.progress",
     "read_file",
     "find_files",
+    "grep",
     "why",
     "watch",
     "roots.add_remove",
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
+PENDING_CHECKED: Final = 1000
+"""Pending files grep checks against the rules, at most (a checkout can queue more;
+they are read once indexed)."""
 READERS: Final = 8
 """Threads reading the index for requests (``Service.readers``), at most."""
 
@@ -111,6 +118,8 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     ConfigError: ErrorCode.CONFIG_ERROR,
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
+    grep.BadPattern: ErrorCode.BAD_PATTERN,
+    ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
 }
 
 
@@ -135,6 +144,7 @@ class Service:
         *,
         readers: Executor,
         changes: Changes | None = None,
+        grepper: grep.Grepper | None = None,
     ) -> None:
         self.control = control
         self.store = store
@@ -145,6 +155,7 @@ class Service:
         self.recovery = recovery
         self.changes = changes
         self.readers = readers
+        self.grepper = grepper or grep.Grepper()
         """The threads the reads of the index run in (READERS of them)."""
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
@@ -199,6 +210,8 @@ class Service:
                 return await self.status()
             case Search():
                 return await self.search(request)
+            case Grep():
+                return await self.grep(request)
             case Refresh():
                 return await self.refresh(request, emit)
             case ReadFile():
@@ -287,6 +300,37 @@ class Service:
             mode=result.mode,
             freshness=replies.freshness(self.health),
         )
+
+    async def grep(self, request: Grep) -> GrepReply:
+        limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
+        query = trigrams.required(
+            request.pattern, fixed=request.fixed, ignore_case=request.ignore_case
+        )
+        pending, new = await anyio.to_thread.run_sync(self._pending)
+        found = await self._read(grep.candidates, query, request.path, pending, new)
+        flags = ripgrep.Flags(
+            request.pattern,
+            fixed=request.fixed,
+            ignore_case=request.ignore_case,
+            word=request.word,
+            before=request.before,
+            after=request.after,
+            max_count=request.max_count,
+            files_only=request.files_only,
+        )
+        outcome = await self.grepper.run(flags, found, limit)
+        return replies.grep_reply(outcome, replies.freshness(self.health))
+
+    def _pending(self) -> tuple[list[str], list[tuple[str, str]]]:
+        """Paths with changes not indexed yet, and of them the files that exist and
+        the rules admit (path, relpath): grep reads them whatever the index says."""
+        pending = self.changes.pending() if self.changes else []
+        new: list[tuple[str, str]] = []
+        for root, path in pending[:PENDING_CHECKED]:
+            ruled_out = path == root or not os.path.isfile(path)
+            if not ruled_out and self.indexer.rules.explain(root, path) is None:
+                new.append((path, path[len(root) + 1 :]))
+        return [p for _, p in pending], new
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
         # A client sending Refresh(wait=False) in a loop would queue a refresh per request

@@ -10,6 +10,8 @@ One SQLite file holds everything:
   "deprecation" as "deprec", so ``deprecat*`` on ``docs`` would miss it). It is
   contentless and keeps no positions (``detail=none``): it only says which document
   holds which word as written; ``VOCABULARY`` lists its words with their counts.
+- ``docs_grams``: the distinct byte trigrams of each document's text (``grams``), for
+  grep to rule files out; contentless, no positions, no column sizes.
 
 Migration N takes a database at ``user_version`` N-1 to N. An FTS5 table cannot be
 altered in place, so migrations that change one drop it and forget the files'
@@ -24,7 +26,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
@@ -107,7 +109,26 @@ INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
 # (``store.legacy_exact_path``) is deleted on open. Every file is read again, which also
 # derives the tokens of symbol terms in ``subwords`` (C++ -> cplusplus; ``tokens``).
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+_V6: Final = f"""
+DELETE FROM files;
+DELETE FROM docs;
+DROP TABLE docs_exact;
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
+);
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+CREATE VIRTUAL TABLE docs_grams USING fts5(
+    grams, content='', detail=none, columnsize=0, tokenize='ascii'
+);
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
+"""
+# v6 adds the trigram index grep reads. Its rows must come from the same writes as the
+# documents', so every file is read again (emptying docs_exact takes recreating it:
+# a contentless table cannot be emptied without its rows' words).
+
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
 
 
 def create(conn: sqlite3.Connection) -> None:

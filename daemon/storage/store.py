@@ -260,7 +260,7 @@ class Store:
         written once more."""
         try:
             with self._transaction():
-                for table in (documents.STEMMED, documents.EXACT):
+                for table in documents.TABLES:
                     self.writer.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
         finally:
             self.unmerged = 0
@@ -344,11 +344,12 @@ class Store:
                 # The FTS name column holds the relative path (ranked, and matched by
                 # searches for a file's name): re-indexed from the stored text, never
                 # from the file. Skipped files have no document.
-                renamed = []
-                for rowid, (_, title, body, *_) in documents.remove(conn, list(moved)):
-                    renamed.append(
-                        (rowid, *documents.row_and_words(moved[rowid][start:], title, body))
-                    )
+                renamed: list[tuple[int, documents.Row, str, str | None]] = []
+                for rowid, (_, title, body, *_) in documents.remove(
+                    conn, list(moved), keep_grams=True
+                ):
+                    row, words = documents.row_and_words(moved[rowid][start:], title, body)
+                    renamed.append((rowid, row, words, None))
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
         return len(rows)
@@ -428,7 +429,9 @@ class Store:
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
-            documents.insert(conn, [(ids[p], doc.row, doc.exact) for p, doc in texts.items()])
+            documents.insert(
+                conn, [(ids[p], doc.row, doc.exact, doc.grams) for p, doc in texts.items()]
+            )
             self.unmerged += len(texts)
 
     def indexed_count(self) -> int:

@@ -325,6 +325,16 @@ class Changes:
                 return True
             return any(probe in self._paths for probe in lineage(path, root))
 
+    def pending(self) -> list[tuple[str, str]]:
+        """(root, path) of every change not indexed yet: files, directories, whole
+        roots (a rescan) and both ends of moves."""
+        with self._lock:
+            found = [(e.root, p) for p, e in self._paths.items()]
+            found += [(root, root) for root in self._rescans]
+            for m in self._moves:
+                found += [(r, p) for r, p in ((m.src_root, m.src), (m.dest_root, m.dest)) if r]
+            return found
+
     def forget_root(self, root: str) -> None:
         with self._lock:
             self._rescans.pop(root, None)

@@ -1,0 +1,306 @@
+"""grep: the files the trigram index cannot rule out, read by ripgrep.
+
+1. ``trigrams.required`` turns the pattern into a trigram query; ``candidates`` asks
+   ``docs_grams`` for the indexed files that satisfy it, within the path filter (in
+   the query, never after a limit), plus every file with a change still pending, so
+   an answer is never staler than the files. A pattern with no usable trigram reads
+   every indexed file (``scanned_all``).
+2. ``Grepper.run`` hands the candidates, in path order, to ripgrep in chunks (small
+   first, so that a pattern matching everywhere answers from the first few files),
+   two processes at a time. Once ``limit`` lines are in hand, later chunks only count
+   (``--count``), so totals stay exact without reading every line back.
+3. A deadline and a cap on one chunk's output bound the work: past either, the reply
+   says it is incomplete and its total a lower bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from subprocess import DEVNULL, PIPE
+from typing import Final
+
+from kbindex.daemon.indexing.documents import GRAMS, as_json
+from kbindex.daemon.indexing.textfile import display_path, real_path
+from kbindex.daemon.searching import ripgrep, trigrams
+from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.proto.messages import GREP_LINE_CHARS
+
+DEADLINE_SECONDS: Final = 10.0
+CHUNK_FILES: Final = (16, 64, 256, 1024, 4096)
+"""Files per ripgrep run, growing; the last size repeats."""
+CHUNK_ARGV_BYTES: Final = 512 << 10
+"""Bytes of file names per run, at most (Linux allows 2 MB of arguments in all)."""
+CHUNK_OUTPUT_BYTES: Final = 16 << 20
+"""Output of one run read, at most: a pattern like ``.`` prints the whole corpus."""
+PROCESSES: Final = 4
+"""ripgrep processes running at once, over all greps (each uses one thread)."""
+_CUT: Final = "\u2026"
+
+
+class BadPattern(Exception):
+    """ripgrep refused the pattern; the message says why and where."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    path: str
+    line: int
+    text: str
+    match: bool
+    column: int
+
+
+@dataclass(slots=True)
+class Outcome:
+    lines: list[Line] = field(default_factory=list)
+    total: int = 0
+    files: int = 0
+    truncated: bool = False
+    complete: bool = True
+    candidates: int = 0
+    scanned_all: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    paths: list[str]
+    """Display paths (``textfile.display_path``), sorted."""
+    scanned_all: bool
+
+
+def candidates(
+    conn: sqlite3.Connection,
+    query: trigrams.Query,
+    path_filter: str | None,
+    pending: Sequence[str],
+    new: Sequence[tuple[str, str]],
+) -> Candidates:
+    """The indexed files that may hold a match (in the reader thread): those the
+    trigram index admits, those under a ``pending`` path (a changed file, directory or
+    root whose text may differ from the index), and ``new`` files (path, relpath) not
+    indexed yet; all within ``path_filter``."""
+    cond, params = path_condition(path_filter)
+    match = trigrams.match_expression(query)
+    admitted = f"f.id IN (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH ?)"
+    under = " OR ".join("(f.path = ? OR (f.path > ? AND f.path < ?))" for _ in pending)
+    which = "1" if match is None else f"({admitted}{' OR ' + under if under else ''})"
+    args: list[object] = [] if match is None else [match]
+    if match is not None:
+        for p in pending:
+            args += [p, p + "/", p + "0"]
+    Deadline(conn, QUERY_DEADLINE_SECONDS)
+    try:
+        rows = conn.execute(
+            f"SELECT f.path FROM files f WHERE f.skip_reason IS NULL AND {which} AND {cond}",
+            [*args, *params],
+        ).fetchall()
+        extra = conn.execute(
+            "SELECT f.path FROM (SELECT value->>0 AS path, value->>1 AS relpath"
+            f" FROM json_each(?)) f WHERE {cond}",
+            [as_json(new), *params],
+        ).fetchall()
+    finally:
+        conn.set_progress_handler(None, 0)
+    paths = sorted({p for (p,) in rows} | {p for (p,) in extra})
+    return Candidates(paths, match is None)
+
+
+def _chunks(paths: list[str]) -> Iterator[list[str]]:
+    sizes = iter(CHUNK_FILES)
+    size = next(sizes)
+    chunk: list[str] = []
+    argv_bytes = 0
+    for path in paths:
+        chunk.append(path)
+        argv_bytes += len(path) + 1
+        if len(chunk) >= size or argv_bytes >= CHUNK_ARGV_BYTES:
+            yield chunk
+            chunk, argv_bytes = [], 0
+            size = next(sizes, size)
+    if chunk:
+        yield chunk
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    out: bytes
+    err: bytes
+    code: int
+    cut: bool
+    counts: bool
+
+
+class Grepper:
+    """Runs greps; bounds the ripgrep processes of all of them together."""
+
+    def __init__(self, rg: str | None = None) -> None:
+        self._rg = rg
+        self._slots = asyncio.Semaphore(PROCESSES)
+
+    @property
+    def rg(self) -> str:
+        if self._rg is None:
+            self._rg = ripgrep.find()
+        return self._rg
+
+    async def run(
+        self,
+        flags: ripgrep.Flags,
+        found: Candidates,
+        limit: int,
+        deadline: float = DEADLINE_SECONDS,
+    ) -> Outcome:
+        rg = self.rg
+        outcome = Outcome(candidates=len(found.paths), scanned_all=found.scanned_all)
+        if not found.paths:
+            await self._validate(rg, flags)
+            return outcome
+        kept = 0
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + deadline
+        chunks = _chunks(found.paths)
+        ahead: asyncio.Task[_Run] | None = None
+        try:
+            ahead = self._start(rg, flags, next(chunks), counts=False)
+            while ahead is not None:
+                following = next(chunks, None)
+                current = ahead
+                # One run ahead: ripgrep reads the next files while this answer is read.
+                ahead = (
+                    None
+                    if following is None
+                    else self._start(rg, flags, following, counts=kept >= limit)
+                )
+                timeout = give_up - loop.time()
+                run = await asyncio.wait_for(current, timeout=max(timeout, 0.001))
+                if run.code == 2 and run.err:
+                    raise BadPattern(ripgrep.error_message(run.err))
+                kept = self._take(outcome, flags, run, limit, kept)
+                if run.cut:
+                    outcome.complete = False
+                    break
+        except TimeoutError:
+            outcome.complete = False
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+        if flags.before or flags.after:
+            outcome.lines = _with_context(outcome.lines, flags.before, flags.after)
+        return outcome
+
+    def _start(
+        self, rg: str, flags: ripgrep.Flags, paths: list[str], *, counts: bool
+    ) -> asyncio.Task[_Run]:
+        names = [os.fsencode(real_path(p)) for p in paths]
+        argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
+        return asyncio.ensure_future(self._spawn(argv, counts))
+
+    async def _spawn(self, argv: list[str | bytes], counts: bool) -> _Run:
+        async with self._slots:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=DEVNULL, stdout=PIPE, stderr=PIPE
+            )
+            assert proc.stdout is not None
+            assert proc.stderr is not None
+            out = bytearray()
+            cut = False
+            try:
+                while block := await proc.stdout.read(1 << 16):
+                    out += block
+                    if len(out) > CHUNK_OUTPUT_BYTES:
+                        cut = True
+                        proc.kill()
+                        break
+                err = await proc.stderr.read()
+                code = await proc.wait()
+            except BaseException:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+                raise
+        return _Run(bytes(out), err, code, cut, counts)
+
+    async def _validate(self, rg: str, flags: ripgrep.Flags) -> None:
+        """Run the pattern over nothing: its syntax errors are reported even when no
+        file could match it."""
+        run = await self._spawn([*flags.argv(rg), os.devnull], counts=False)
+        if run.code == 2 and run.err:
+            raise BadPattern(ripgrep.error_message(run.err))
+
+    @staticmethod
+    def _take(outcome: Outcome, flags: ripgrep.Flags, run: _Run, limit: int, kept: int) -> int:
+        """Adds one run's records to ``outcome`` in path order; returns the lines kept."""
+        records = ripgrep.parse(run.out, counts=run.counts, files_only=flags.files_only)
+        records.sort(key=lambda r: (r.path, r.line))
+        seen: bytes | None = None
+        for record in records:
+            path = display_path(os.fsdecode(record.path))
+            if flags.files_only:
+                outcome.total += 1
+                outcome.files += 1
+                if kept < limit:
+                    outcome.lines.append(Line(path, 0, "", True, 0))
+                    kept += 1
+                else:
+                    outcome.truncated = True
+                continue
+            if run.counts:  # runs that only count start once ``limit`` lines are kept
+                outcome.total += record.count
+                outcome.files += 1
+                outcome.truncated = True
+                continue
+            is_match = record.column > 0
+            if is_match:
+                outcome.total += 1
+                if record.path != seen:
+                    outcome.files += 1
+                    seen = record.path
+                if kept >= limit:
+                    outcome.truncated = True
+                    continue
+                kept += 1
+            elif kept >= limit and not _after_last(outcome.lines, path, record.line, flags):
+                continue
+            text, column = _clip(record.text, record.column)
+            outcome.lines.append(Line(path, record.line, text, is_match, column))
+        return kept
+
+
+def _after_last(lines: list[Line], path: str, number: int, flags: ripgrep.Flags) -> bool:
+    """Whether a context line belongs after the last match kept."""
+    last = next((ln for ln in reversed(lines) if ln.match), None)
+    return last is not None and last.path == path and number <= last.line + flags.after
+
+
+def _with_context(lines: list[Line], before: int, after: int) -> list[Line]:
+    """Drops context lines that belong to no kept match (before-context of a match
+    past the limit)."""
+    matches: dict[str, list[int]] = {}
+    for ln in lines:
+        if ln.match:
+            matches.setdefault(ln.path, []).append(ln.line)
+    return [
+        ln
+        for ln in lines
+        if ln.match or any(m - before <= ln.line <= m + after for m in matches.get(ln.path, ()))
+    ]
+
+
+def _clip(raw: bytes, column: int) -> tuple[str, int]:
+    """The line as text, cut to GREP_LINE_CHARS around its first match, and that
+    match's column in characters."""
+    text = raw.decode("utf-8", "replace")
+    at = len(raw[: column - 1].decode("utf-8", "replace")) + 1 if column else 0
+    if len(text) <= GREP_LINE_CHARS:
+        return text, at
+    start = max(0, min(at - 1 - GREP_LINE_CHARS // 3, len(text) - GREP_LINE_CHARS))
+    clipped = text[start : start + GREP_LINE_CHARS]
+    if start:
+        clipped = _CUT + clipped
+    if start + GREP_LINE_CHARS < len(text):
+        clipped += _CUT
+    return clipped, at

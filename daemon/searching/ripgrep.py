@@ -1,0 +1,154 @@
+"""Running ripgrep over a list of files and reading what it prints.
+
+Why ripgrep and not a regex engine in the daemon: grep must report exactly the lines
+``rg`` reports (same syntax, same Unicode classes, same case folding, same ``-w``), and
+must run in linear time whatever the pattern; ripgrep is both by definition, and reads
+files faster than Python can. The daemon only decides which files it reads.
+
+Output is read with ``--null`` (a NUL after each path, so any byte may be in a name),
+``--line-number`` and ``--column``: ``PATH\\0LINE:COLUMN:TEXT`` for a match,
+``PATH\\0LINE-TEXT`` for context, ``PATH\\0COUNT`` with ``--count``, ``PATH\\0`` with
+``--files-with-matches``. One thread per process (``-j1``) searches the files in the
+order given, so a prefix of the output is a prefix of the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from dataclasses import dataclass
+from typing import Final
+
+RIPGREP_ENV: Final = "KBINDEX_RG"
+"""Overrides where the ``rg`` binary is (a path)."""
+
+
+class Unavailable(Exception):
+    """ripgrep is not installed where the daemon can find it."""
+
+
+def find() -> str:
+    """The ``rg`` binary: ``$KBINDEX_RG``, else the one beside this Python (the
+    ``kbindex[grep]`` extra installs it there), else the first on PATH."""
+    configured = os.environ.get(RIPGREP_ENV)
+    if configured:
+        return configured
+    scripts = sysconfig.get_path("scripts")
+    found = shutil.which("rg", path=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
+    if found is None:
+        raise Unavailable(
+            "grep needs ripgrep (rg): install it (apt install ripgrep, or"
+            " pip install 'kbindex[grep]') and restart kbindexd"
+        )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Flags:
+    """What a grep asks of ripgrep, besides the files."""
+
+    pattern: str
+    fixed: bool = False
+    ignore_case: bool = False
+    word: bool = False
+    before: int = 0
+    after: int = 0
+    max_count: int | None = None
+    files_only: bool = False
+
+    def argv(self, rg: str, *, count: bool = False) -> list[str]:
+        """The command line before the file names: lines (or files), or with ``count``
+        only each file's number of matching lines."""
+        args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1"]
+        args += ["--with-filename", "--no-heading"]
+        if self.fixed:
+            args.append("--fixed-strings")
+        if self.ignore_case:
+            args.append("--ignore-case")
+        if self.word:
+            args.append("--word-regexp")
+        if self.max_count is not None:
+            args.append(f"--max-count={self.max_count}")
+        if self.files_only:
+            args.append("--files-with-matches")
+        elif count:
+            args.append("--count")
+        else:
+            args += ["--line-number", "--column", "--no-context-separator"]
+            if self.before:
+                args.append(f"--before-context={self.before}")
+            if self.after:
+                args.append(f"--after-context={self.after}")
+        return [*args, "--regexp", self.pattern, "--"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One line of output: a match or context line, a file's count, or a file."""
+
+    path: bytes
+    line: int = 0
+    column: int = 0
+    """Of the first match, in bytes, 1-based; 0 for context lines."""
+    text: bytes = b""
+    count: int = 0
+
+
+def parse(out: bytes, *, counts: bool = False, files_only: bool = False) -> list[Record]:
+    """The records of complete output (a cut-off last record is dropped)."""
+    records: list[Record] = []
+    pos, end = 0, len(out)
+    while pos < end:
+        nul = out.find(b"\0", pos)
+        if nul < 0:
+            break
+        path = out[pos:nul]
+        if files_only:
+            records.append(Record(path))
+            pos = nul + 1
+            continue
+        eol = out.find(b"\n", nul)
+        if eol < 0:
+            break
+        rest = out[nul + 1 : eol]
+        pos = eol + 1
+        if counts:
+            records.append(Record(path, count=int(rest)))
+            continue
+        number, sep, tail = _split_number(rest)
+        if sep == b":":
+            column, _, text = _split_number(tail)
+            records.append(Record(path, number, column, _line_text(text)))
+        else:
+            records.append(Record(path, number, 0, _line_text(tail)))
+    return records
+
+
+def _split_number(data: bytes) -> tuple[int, bytes, bytes]:
+    i = 0
+    while i < len(data) and 48 <= data[i] <= 57:
+        i += 1
+    return int(data[:i]), data[i : i + 1], data[i + 1 :]
+
+
+def _line_text(text: bytes) -> bytes:
+    # ripgrep prints a line with its terminator; a CRLF file's lines end in "\r".
+    return text[:-1] if text.endswith(b"\r") else text
+
+
+def error_message(stderr: bytes) -> str:
+    """ripgrep's complaint about a pattern in one sentence, with the position its caret
+    points at ("unclosed group (at character 1 of the pattern)")."""
+    lines = stderr.decode("utf-8", "replace").splitlines()
+    said = [ln.strip() for ln in lines if ln.strip()]
+    message = next(
+        (ln.removeprefix("error: ") for ln in said if ln.startswith("error: ")),
+        said[0] if said else "ripgrep refused the pattern",
+    )
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() and set(line.strip()) == {"^"}:
+            shown = lines[i - 1]
+            at = line.index("^") - (len(shown) - len(shown.lstrip())) + 1
+            return f"{message[:400]} (at character {at} of the pattern)"
+    return message[:400]
