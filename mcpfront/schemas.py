@@ -1,11 +1,11 @@
 """Tool definitions as a model sees them: descriptions, input and output JSON Schemas, hints.
 
-Every client sends tools/list to the model on every turn, so it has a budget (under 6,000
+Every client sends tools/list to the model on every turn, so it has a budget (under 7,000
 characters, tests/test_mcp_budget.py). Descriptions say what a tool is for, when to use
 it and what to call next; output schemas give each field's type (clients validate the
-structured content against them, so they are kept exactly in step with results.py) and a
-description only where the name does not say it. Input bounds mirror what the front end
-accepts (it is a little more lenient, see arguments.py).
+structured content against them, so they are kept exactly in step with results.py and
+matches.py) and a description only where the name does not say it. Input bounds mirror
+what the front end accepts (it is a little more lenient, see arguments.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,9 @@ from mcp_helpers import FRONT_END, front_end_env, mcp_stdio, response_size, stru
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-TOOLS_LIST_BUDGET = 6000
+TOOLS_LIST_BUDGET = 7000
+"""Six tools. It was 6,000 for five: grep (seven bounded parameters and an output schema)
+costs about 1,300 characters, of which tightening the other five paid about 300."""
 
 
 async def _raw_tools_list(socket: str) -> str:
@@ -60,6 +62,7 @@ async def test_tools_list_fits_its_budget(daemon: Daemon) -> None:
     tools = json.loads(line)["result"]["tools"]
     assert [t["name"] for t in tools] == [
         "search",
+        "grep",
         "get_index_stats",
         "refresh_index",
         "read_file",

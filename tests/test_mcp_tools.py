@@ -13,7 +13,7 @@ from mcp_helpers import corpus, mcp_stdio, response_size, structured, text
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {"search", "get_index_stats", "refresh_index", "read_file", "find_files"}
+TOOLS = {"search", "grep", "get_index_stats", "refresh_index", "read_file", "find_files"}
 
 
 @pytest.mark.parametrize("mode", [pytest.param("legacy", marks=pytest.mark.slow), "auto"])
