@@ -9,6 +9,7 @@ timed one: kbctl runs for real against a real daemon, then lists what it importe
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -67,6 +68,16 @@ async def test_search_imports_nothing_a_search_does_not_need(daemon: Daemon) -> 
     done, modules = kbctl_modules(daemon, "search", "ocelot")
     assert done.returncode == 0, done.stderr
     assert "ocelot.md:1" in done.stdout
+    assert [name for name in NOT_FOR_A_SEARCH if loaded(modules, name)] == []
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (rg) is not installed")
+async def test_grep_imports_no_more_than_a_search(daemon: Daemon) -> None:
+    write(daemon.root / "notes" / "ocelot.md", "The ocelot sleeps in the archive.\n")
+    await daemon.refresh()
+    done, modules = kbctl_modules(daemon, "grep", "-C", "1", "ocelot")
+    assert done.returncode == 0, done.stderr
+    assert "ocelot.md:1:The ocelot sleeps" in done.stdout
     assert [name for name in NOT_FOR_A_SEARCH if loaded(modules, name)] == []
 
 
