@@ -51,7 +51,7 @@ async def test_daemon_not_running_then_started(make_daemon: MakeDaemon) -> None:
     corpus(daemon.root)
     async with mcp_stdio(daemon.socket) as client:
         # The front end starts and lists its tools without a daemon.
-        assert len((await client.list_tools()).tools) == 5
+        assert len((await client.list_tools()).tools) == 6
         for name, args in (("search", {"query": "queue"}), ("get_index_stats", {})):
             result = await client.call_tool(name, args)
             assert result.is_error
