@@ -119,6 +119,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
     grep.BadPattern: ErrorCode.BAD_PATTERN,
+    grep.TooSlow: ErrorCode.BAD_QUERY,
     ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
 }
 
