@@ -87,6 +87,45 @@ class Grep(Request, tag="grep", frozen=True):
     """Matching lines (or files, with ``files_only``) returned, at most MAX_GREP_LIMIT."""
 
 
+class WriteNote(Request, tag="write_note", frozen=True):
+    """Create or replace a text file in a writable root (atomic; indexed before the reply)."""
+
+    path: str
+    """Absolute, or relative to the writable root."""
+    content: str
+    if_match: str | None = None
+    """Refuse (``ECONFLICT``) unless the file's content hash is this ("" : must not exist)."""
+    title: str | None = None
+    """For a Markdown note with no ``# `` heading: one is added."""
+
+
+class EditNote(Request, tag="edit_note", frozen=True):
+    """Replace the one occurrence of ``old_text``; none or several is an error."""
+
+    path: str
+    old_text: str
+    new_text: str
+    if_match: str | None = None
+
+
+class AppendNote(Request, tag="append_note", frozen=True):
+    """Add text at the end of a note, on a line of its own; creates it if needed."""
+
+    path: str
+    text: str
+
+
+class MoveNote(Request, tag="move_note", frozen=True):
+    src: str
+    dst: str
+    overwrite: bool = False
+
+
+class DeleteNote(Request, tag="delete_note", frozen=True):
+    path: str
+    if_match: str | None = None
+
+
 class Refresh(Request, tag="refresh", frozen=True):
     paths: list[str] = []
     """Files, directories or roots to re-check; empty means every root."""
@@ -134,6 +173,11 @@ AnyRequest = (
     | Status
     | Search
     | Grep
+    | WriteNote
+    | EditNote
+    | AppendNote
+    | MoveNote
+    | DeleteNote
     | Refresh
     | ReadFile
     | FindFiles
@@ -187,6 +231,11 @@ class ErrorCode:
     INDEX_UNWRITABLE: Final = "index_unwritable"
     """The index cannot be written (disk full): answers come from what it holds."""
     INTERNAL: Final = "internal"
+    NOTE_CODES: Final = frozenset(
+        ("EROFS", "EACCES", "ENOENT", "EEXIST", "EISDIR", "EINVAL", "EFBIG", "EILSEQ", "ECONFLICT")
+    )
+    """A note operation refused: POSIX names (and ``ECONFLICT``: ``if_match`` failed).
+    Others from the system (``ENOSPC``, ``EXDEV``, ...) pass through by name."""
 
 
 class ErrorReply(Reply, tag="error", frozen=True):
@@ -239,6 +288,8 @@ class RootStatus(msgspec.Struct, kw_only=True):
     last_event_at: float | None = None
     last_reconcile: ReconcileReport | None = None
     pending: int = 0
+    writable: bool = False
+    """Clients may write notes here (``[root."..."] writable = true``)."""
     warning: str = ""
     """Non-empty when the last scan's ignore rules skipped nearly everything in the
     root: how many, and the rule (with its file and line) that skipped the most."""
@@ -385,6 +436,17 @@ class GrepReply(Reply, tag="grep", frozen=True):
     freshness: Freshness | None = None
 
 
+class NoteReply(Reply, tag="note", frozen=True):
+    """A note after a change: already searchable."""
+
+    path: str
+    hash: str
+    """The content hash to pass as ``if_match`` next time ("" after a delete)."""
+    lines: int
+    size: int
+    created: bool = False
+
+
 class RefreshReply(Reply, tag="refresh", frozen=True):
     queued: bool = False
     files_processed: int = 0
@@ -449,6 +511,7 @@ AnyReply = (
     | StatusReply
     | SearchReply
     | GrepReply
+    | NoteReply
     | RefreshReply
     | ReadFileReply
     | FindFilesReply
