@@ -31,13 +31,14 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+from kbindex.daemon.indexing.ignore import WRITING_MARK
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.serving.control import Control
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
 
-TEMP_MARK: Final = ".kbindex-tmp-"
+TEMP_MARK: Final = WRITING_MARK
 """In the name of a note being written (``.NAME.kbindex-tmp-XXXX``); never indexed."""
 HASH_CHARS: Final = 16
 NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
@@ -217,8 +218,6 @@ class Notes:
             reason = rules.explain(str(root), str(lexical))
         else:
             reason = rules.ignored_file(lexical.name)
-        if TEMP_MARK in lexical.name:
-            reason = "a name kbindex uses for files it is writing"
         if reason is not None:
             raise NoteError("EINVAL", f"{relpath} would not be indexed: {reason}")
         return Located(root, lexical, relpath)
