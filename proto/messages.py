@@ -126,6 +126,19 @@ class DeleteNote(Request, tag="delete_note", frozen=True):
     if_match: str | None = None
 
 
+MAX_WAIT_SECONDS: Final = 20.0
+
+
+class NoteChanges(Request, tag="note_changes", frozen=True):
+    """The notes changed through the daemon after ``since`` (a cursor from an earlier
+    reply; 0 for the current cursor and no paths). Waits up to ``wait_seconds`` for a
+    change when there is none yet (a long poll: MCP front ends use it to tell
+    subscribed clients a resource changed)."""
+
+    since: Annotated[int, msgspec.Meta(ge=0)] = 0
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_WAIT_SECONDS)] = 0.0
+
+
 class Refresh(Request, tag="refresh", frozen=True):
     paths: list[str] = []
     """Files, directories or roots to re-check; empty means every root."""
@@ -178,6 +191,7 @@ AnyRequest = (
     | AppendNote
     | MoveNote
     | DeleteNote
+    | NoteChanges
     | Refresh
     | ReadFile
     | FindFiles
@@ -447,6 +461,16 @@ class NoteReply(Reply, tag="note", frozen=True):
     created: bool = False
 
 
+class NoteChangesReply(Reply, tag="note_changes", frozen=True):
+    cursor: int
+    """Pass as ``since`` next time."""
+    paths: list[str] = []
+    """Absolute paths of the notes written, edited, moved (both ends) or deleted."""
+    missed: bool = False
+    """``since`` is older than what the daemon remembers (or from before a restart):
+    any note may have changed."""
+
+
 class RefreshReply(Reply, tag="refresh", frozen=True):
     queued: bool = False
     files_processed: int = 0
@@ -512,6 +536,7 @@ AnyReply = (
     | SearchReply
     | GrepReply
     | NoteReply
+    | NoteChangesReply
     | RefreshReply
     | ReadFileReply
     | FindFilesReply

@@ -21,6 +21,8 @@ from kbindex.proto.messages import (
     Hello,
     HelloReply,
     MoveNote,
+    NoteChanges,
+    NoteChangesReply,
     NoteReply,
     ReadFile,
     ReadFileReply,
@@ -266,3 +268,28 @@ async def test_sigkill_during_writes_leaves_old_or_new_content(notes: Daemon) ->
     assert letter in reply.text
     assert all(".kbindex-tmp-" in name for name in leftovers)
     assert await notes.search_paths("big") == ["big.md"]
+
+
+async def test_note_changes_long_poll_wakes_on_a_write(notes: Daemon) -> None:
+    async with notes.client() as c:
+        start = await c.request(NoteChanges(), NoteChangesReply)
+        assert start.paths == [] and not start.missed
+
+        async def later() -> None:
+            await asyncio.sleep(0.3)
+            await note(notes, WriteNote(path="polled.md", content="hello\n"))
+
+        task = asyncio.ensure_future(later())
+        began = asyncio.get_running_loop().time()
+        woke = await c.request(NoteChanges(since=start.cursor, wait_seconds=10), NoteChangesReply)
+        assert asyncio.get_running_loop().time() - began < 5
+        await task
+        assert woke.paths == [str(notes.root / "polled.md")]
+        assert woke.cursor > start.cursor and not woke.missed
+        await note(notes, MoveNote(src="polled.md", dst="moved.md"))
+        moved = await c.request(NoteChanges(since=woke.cursor), NoteChangesReply)
+        assert set(moved.paths) == {str(notes.root / "polled.md"), str(notes.root / "moved.md")}
+        quiet = await c.request(NoteChanges(since=moved.cursor, wait_seconds=0.2), NoteChangesReply)
+        assert quiet.paths == [] and quiet.cursor == moved.cursor
+        stale = await c.request(NoteChanges(since=1), NoteChangesReply)
+        assert stale.missed

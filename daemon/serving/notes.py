@@ -25,6 +25,8 @@ import errno
 import hashlib
 import os
 import tempfile
+import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -68,12 +70,44 @@ def _lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
+REMEMBERED: Final = 1000
+"""Changes kept for ``changes_since``; a front end further behind is told it missed some."""
+
+
 class Notes:
     def __init__(self, control: Control, roots: Roots, indexer: Indexer) -> None:
         self.control = control
         self.roots = roots
         self.indexer = indexer
         self._lock = anyio.Lock()
+        # Cursors start at the clock so that one from before a restart is not mistaken
+        # for a recent one.
+        self._cursor = time.time_ns() // 1000
+        self._log: deque[tuple[int, str]] = deque(maxlen=REMEMBERED)
+        self._changed = anyio.Event()
+
+    async def changes_since(self, since: int, wait: float) -> tuple[int, list[str], bool]:
+        """(cursor, paths changed after ``since``, whether some were forgotten)."""
+        if since and since == self._cursor and wait > 0:
+            with anyio.move_on_after(wait):
+                await self._changed.wait()
+        if not since:
+            return self._cursor, [], False
+        first = self._log[0][0] if self._log else self._cursor + 1
+        missed = since > self._cursor or since < first - 1
+        paths = list(dict.fromkeys(p for n, p in self._log if n > since))
+        return self._cursor, paths, missed
+
+    def wake(self) -> None:
+        """Ends every waiting ``changes_since`` (shutdown)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _record(self, *paths: Path) -> None:
+        for path in paths:
+            self._cursor += 1
+            self._log.append((self._cursor, str(path)))
+        self.wake()
 
     @property
     def settings(self) -> Settings:
@@ -158,6 +192,7 @@ class Notes:
             await anyio.to_thread.run_sync(_rename, source, target, overwrite)
             await self.indexer.move(source, target)
             await self._index(target)
+            self._record(source.path)
         return Written(str(target.path), content_hash(data), _lines(data), len(data), True)
 
     async def delete(self, path: str, *, if_match: str | None = None) -> Written:
@@ -266,6 +301,7 @@ class Notes:
 
     async def _index(self, located: Located) -> None:
         await self.indexer.refresh([located])
+        self._record(located.path)
 
 
 def _occurrences(located: Located, text: str, old_text: str, found: int) -> str:

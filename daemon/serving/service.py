@@ -56,6 +56,8 @@ from kbindex.proto.messages import (
     Hello,
     HelloReply,
     MoveNote,
+    NoteChanges,
+    NoteChangesReply,
     Ping,
     Pong,
     Progress,
@@ -224,6 +226,11 @@ class Service:
                 return await self.grep(request)
             case WriteNote() | EditNote() | AppendNote() | MoveNote() | DeleteNote():
                 return replies.note(await self.notes.handle(request))
+            case NoteChanges():
+                cursor, paths, missed = await self.notes.changes_since(
+                    request.since, request.wait_seconds
+                )
+                return NoteChangesReply(cursor=cursor, paths=paths, missed=missed)
             case Refresh():
                 return await self.refresh(request, emit)
             case ReadFile():
