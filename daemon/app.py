@@ -154,7 +154,7 @@ async def _serve(
         )
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
-        tg.start_soon(_signals, tg, server, notifier)
+        tg.start_soon(_signals, tg, server, notifier, service.notes.wake)
         if reread is not None:
             tg.start_soon(_reloads, control, reread, notifier)
         # Watches first, then the first scan: a change made during the scan is queued.
@@ -186,7 +186,9 @@ async def _retry_unwritable(indexer: Indexer) -> None:
                 await indexer.refresh()
 
 
-async def _signals(tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier) -> None:
+async def _signals(
+    tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier, wake: Callable[[], None]
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             if tg.cancel_scope.cancel_called or server.draining:
@@ -194,6 +196,7 @@ async def _signals(tg: anyio.abc.TaskGroup, server: Server, notifier: Notifier) 
                 os._exit(130)
             log.info("received %s: shutting down", signal.Signals(signum).name)
             notifier.stopping("shutting down")
+            wake()  # long polls answer now rather than hold up the drain
             tg.start_soon(_shutdown, tg, server)
 
 

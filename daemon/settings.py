@@ -32,7 +32,7 @@ WATCH_MODES = ("auto", "poll", "off")
 cheap list+stat reconcile every ``poll_interval_seconds`` (network filesystems, where
 inotify sees no changes made on other machines); ``off``: only the periodic scan
 (status says so), for scripted runs that refresh explicitly."""
-ROOT_KEYS = frozenset({"include", "exclude", "watch"})
+ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable"})
 
 
 class SettingsError(Exception):
@@ -50,6 +50,8 @@ class RootOptions:
     """Gitignore-style patterns of files and directories never indexed."""
     watch: str | None = None
     """``auto``, ``poll`` or ``off``; None: the global ``watch`` setting."""
+    writable: bool = False
+    """Whether clients may create, edit, move and delete notes here (``serving.notes``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,9 @@ class Settings:
 
     def watch_mode(self, root: Path) -> str:
         return self.options_for(root).watch or self.watch
+
+    def writable(self, root: Path) -> bool:
+        return self.options_for(root).writable
 
     @property
     def max_file_bytes(self) -> int:
@@ -379,7 +384,9 @@ def _root_options(
     if raw is None:
         return ()
     if not isinstance(raw, dict):
-        raise SettingsError('root must be tables like [root."~/notes"] with include/exclude/watch')
+        raise SettingsError(
+            'root must be tables like [root."~/notes"] with include/exclude/watch/writable'
+        )
     options: list[RootOptions] = []
     for name, table in raw.items():
         where = f"[root.{name!r}]"
@@ -399,9 +406,16 @@ def _root_options(
                 include=_globs(table.get("include"), f"{where} include"),
                 exclude=_globs(table.get("exclude"), f"{where} exclude"),
                 watch=_watch_mode(table.get("watch"), f"{where} watch"),
+                writable=_flag(table.get("writable", False), f"{where} writable"),
             )
         )
     return tuple(options)
+
+
+def _flag(raw: Any, key: str) -> bool:
+    if not isinstance(raw, bool):
+        raise SettingsError(f"{key} must be true or false, not {raw!r}")
+    return raw
 
 
 def _extensions(raw: Any, key: str, default: Sequence[str]) -> frozenset[str] | None:

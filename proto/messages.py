@@ -87,6 +87,58 @@ class Grep(Request, tag="grep", frozen=True):
     """Matching lines (or files, with ``files_only``) returned, at most MAX_GREP_LIMIT."""
 
 
+class WriteNote(Request, tag="write_note", frozen=True):
+    """Create or replace a text file in a writable root (atomic; indexed before the reply)."""
+
+    path: str
+    """Absolute, or relative to the writable root."""
+    content: str
+    if_match: str | None = None
+    """Refuse (``ECONFLICT``) unless the file's content hash is this ("" : must not exist)."""
+    title: str | None = None
+    """For a Markdown note with no ``# `` heading: one is added."""
+
+
+class EditNote(Request, tag="edit_note", frozen=True):
+    """Replace the one occurrence of ``old_text``; none or several is an error."""
+
+    path: str
+    old_text: str
+    new_text: str
+    if_match: str | None = None
+
+
+class AppendNote(Request, tag="append_note", frozen=True):
+    """Add text at the end of a note, on a line of its own; creates it if needed."""
+
+    path: str
+    text: str
+
+
+class MoveNote(Request, tag="move_note", frozen=True):
+    src: str
+    dst: str
+    overwrite: bool = False
+
+
+class DeleteNote(Request, tag="delete_note", frozen=True):
+    path: str
+    if_match: str | None = None
+
+
+MAX_WAIT_SECONDS: Final = 20.0
+
+
+class NoteChanges(Request, tag="note_changes", frozen=True):
+    """The notes changed through the daemon after ``since`` (a cursor from an earlier
+    reply; 0 for the current cursor and no paths). Waits up to ``wait_seconds`` for a
+    change when there is none yet (a long poll: MCP front ends use it to tell
+    subscribed clients a resource changed)."""
+
+    since: Annotated[int, msgspec.Meta(ge=0)] = 0
+    wait_seconds: Annotated[float, msgspec.Meta(ge=0, le=MAX_WAIT_SECONDS)] = 0.0
+
+
 class Refresh(Request, tag="refresh", frozen=True):
     paths: list[str] = []
     """Files, directories or roots to re-check; empty means every root."""
@@ -134,6 +186,12 @@ AnyRequest = (
     | Status
     | Search
     | Grep
+    | WriteNote
+    | EditNote
+    | AppendNote
+    | MoveNote
+    | DeleteNote
+    | NoteChanges
     | Refresh
     | ReadFile
     | FindFiles
@@ -187,6 +245,11 @@ class ErrorCode:
     INDEX_UNWRITABLE: Final = "index_unwritable"
     """The index cannot be written (disk full): answers come from what it holds."""
     INTERNAL: Final = "internal"
+    NOTE_CODES: Final = frozenset(
+        ("EROFS", "EACCES", "ENOENT", "EEXIST", "EISDIR", "EINVAL", "EFBIG", "EILSEQ", "ECONFLICT")
+    )
+    """A note operation refused: POSIX names (and ``ECONFLICT``: ``if_match`` failed).
+    Others from the system (``ENOSPC``, ``EXDEV``, ...) pass through by name."""
 
 
 class ErrorReply(Reply, tag="error", frozen=True):
@@ -239,6 +302,8 @@ class RootStatus(msgspec.Struct, kw_only=True):
     last_event_at: float | None = None
     last_reconcile: ReconcileReport | None = None
     pending: int = 0
+    writable: bool = False
+    """Clients may write notes here (``[root."..."] writable = true``)."""
     warning: str = ""
     """Non-empty when the last scan's ignore rules skipped nearly everything in the
     root: how many, and the rule (with its file and line) that skipped the most."""
@@ -385,6 +450,27 @@ class GrepReply(Reply, tag="grep", frozen=True):
     freshness: Freshness | None = None
 
 
+class NoteReply(Reply, tag="note", frozen=True):
+    """A note after a change: already searchable."""
+
+    path: str
+    hash: str
+    """The content hash to pass as ``if_match`` next time ("" after a delete)."""
+    lines: int
+    size: int
+    created: bool = False
+
+
+class NoteChangesReply(Reply, tag="note_changes", frozen=True):
+    cursor: int
+    """Pass as ``since`` next time."""
+    paths: list[str] = []
+    """Absolute paths of the notes written, edited, moved (both ends) or deleted."""
+    missed: bool = False
+    """``since`` is older than what the daemon remembers (or from before a restart):
+    any note may have changed."""
+
+
 class RefreshReply(Reply, tag="refresh", frozen=True):
     queued: bool = False
     files_processed: int = 0
@@ -449,6 +535,8 @@ AnyReply = (
     | StatusReply
     | SearchReply
     | GrepReply
+    | NoteReply
+    | NoteChangesReply
     | RefreshReply
     | ReadFileReply
     | FindFilesReply

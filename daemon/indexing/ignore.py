@@ -38,6 +38,9 @@ from kbindex.daemon.settings import RootOptions, Settings
 
 log = logging.getLogger(__name__)
 
+WRITING_MARK: Final = ".kbindex-tmp-"
+"""In the name of a note being written (``serving.notes``): never indexed, even when a
+crash leaves one behind."""
 IGNORED_DIR_NAMES: Final = frozenset(
     {
         ".git",
@@ -237,6 +240,8 @@ class IgnoreRules:
     ) -> str | None:
         """Why a file named ``name`` is not indexed, or None. The extension rules need
         only the name; pattern rules run when ``path`` and its directory's ``chain`` are given."""
+        if WRITING_MARK in name:
+            return "a note kbindex is writing (a temporary file)"
         ext = os.path.splitext(name)[1].lower()
         if ext in self.excluded:
             return f"extension {ext} is in excluded_extensions"

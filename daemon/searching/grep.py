@@ -27,6 +27,7 @@ from kbindex.daemon.indexing.documents import GRAMS, as_json
 from kbindex.daemon.indexing.textfile import display_path, real_path
 from kbindex.daemon.searching import ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.storage.store import is_damage
 from kbindex.proto.messages import GREP_LINE_CHARS
 
 DEADLINE_SECONDS: Final = 10.0
@@ -43,6 +44,10 @@ _CUT: Final = "\u2026"
 
 class BadPattern(Exception):
     """ripgrep refused the pattern; the message says why and where."""
+
+
+class TooSlow(Exception):
+    """The candidate query ran past its deadline."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,11 @@ class Candidates:
     scanned_all: bool
 
 
+PENDING_PATHS: Final = 1000
+"""Pending changes looked up one by one, at most; past it (a checkout in progress)
+grep reads every file."""
+
+
 def candidates(
     conn: sqlite3.Connection,
     query: trigrams.Query,
@@ -84,29 +94,38 @@ def candidates(
     root whose text may differ from the index), and ``new`` files (path, relpath) not
     indexed yet; all within ``path_filter``."""
     cond, params = path_condition(path_filter)
-    match = trigrams.match_expression(query)
-    admitted = f"f.id IN (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH ?)"
-    under = " OR ".join("(f.path = ? OR (f.path > ? AND f.path < ?))" for _ in pending)
-    which = "1" if match is None else f"({admitted}{' OR ' + under if under else ''})"
-    args: list[object] = [] if match is None else [match]
-    if match is not None:
-        for p in pending:
-            args += [p, p + "/", p + "0"]
+    match = None if len(pending) > PENDING_PATHS else trigrams.match_expression(query)
+    indexed = f"f.skip_reason IS NULL AND {cond}"
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
-        rows = conn.execute(
-            f"SELECT f.path FROM files f WHERE f.skip_reason IS NULL AND {which} AND {cond}",
-            [*args, *params],
-        ).fetchall()
-        extra = conn.execute(
+        if match is None:
+            sql = f"SELECT f.path FROM files f WHERE {indexed}"
+            rows = conn.execute(sql, params).fetchall()
+        else:
+            # Driven from the trigram table: a selective pattern admits a few rowids.
+            sql = (
+                f"SELECT f.path FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
+                f" WHERE {GRAMS} MATCH ? AND {indexed}"
+            )
+            rows = conn.execute(sql, [match, *params]).fetchall()
+            under = (
+                "SELECT f.path FROM files f"
+                f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
+            )
+            for p in pending:
+                rows += conn.execute(under, [p, p + "/", p + "0", *params]).fetchall()
+        rows += conn.execute(
             "SELECT f.path FROM (SELECT value->>0 AS path, value->>1 AS relpath"
             f" FROM json_each(?)) f WHERE {cond}",
             [as_json(new), *params],
         ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if is_damage(exc) or "interrupted" not in str(exc):
+            raise
+        raise TooSlow("finding the candidate files took too long; narrow the path") from None
     finally:
         conn.set_progress_handler(None, 0)
-    paths = sorted({p for (p,) in rows} | {p for (p,) in extra})
-    return Candidates(paths, match is None)
+    return Candidates(sorted({p for (p,) in rows}), match is None)
 
 
 def _chunks(paths: list[str]) -> Iterator[list[str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
 from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.serving import notes
 from kbindex.proto.messages import (
     FileInfo,
     FileIssue,
@@ -18,6 +19,7 @@ from kbindex.proto.messages import (
     GrepReply,
     Hit,
     LagReport,
+    NoteReply,
     ReconcileReport,
     RootStatus,
     ScanProgress,
@@ -62,7 +64,9 @@ def _reconcile(r: Reconciled | None) -> ReconcileReport | None:
     )
 
 
-def root_status(path: str, rh: RootHealth, files: int, pending: int) -> RootStatus:
+def root_status(
+    path: str, rh: RootHealth, files: int, pending: int, *, writable: bool = False
+) -> RootStatus:
     return RootStatus(
         path=path,
         state=rh.shown_state,
@@ -74,6 +78,7 @@ def root_status(path: str, rh: RootHealth, files: int, pending: int) -> RootStat
         last_event_at=rh.last_event_at,
         last_reconcile=_reconcile(rh.last_reconcile),
         pending=pending,
+        writable=writable,
         warning="" if rh.ignored is None else rh.ignored.warning,
     )
 
@@ -111,4 +116,14 @@ def grep_reply(outcome: grep.Outcome, fresh: Freshness) -> GrepReply:
         candidates=outcome.candidates,
         scanned_all=outcome.scanned_all,
         freshness=fresh,
+    )
+
+
+def note(written: notes.Written) -> NoteReply:
+    return NoteReply(
+        path=written.path,
+        hash=written.hash,
+        lines=written.lines,
+        size=written.size,
+        created=written.created,
     )

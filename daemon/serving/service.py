@@ -31,6 +31,7 @@ from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import BadQuery, compile_query
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import BadRoot, Changed, Control
+from kbindex.daemon.serving.notes import NoteError, Notes
 from kbindex.daemon.settings import Settings
 from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
@@ -41,8 +42,11 @@ from kbindex.proto.messages import (
     MIN_LIMIT,
     PROTOCOL_VERSION,
     AddRoot,
+    AppendNote,
     Check,
     CheckReply,
+    DeleteNote,
+    EditNote,
     ErrorCode,
     ErrorReply,
     FindFiles,
@@ -51,6 +55,9 @@ from kbindex.proto.messages import (
     GrepReply,
     Hello,
     HelloReply,
+    MoveNote,
+    NoteChanges,
+    NoteChangesReply,
     Ping,
     Pong,
     Progress,
@@ -69,6 +76,7 @@ from kbindex.proto.messages import (
     StatusReply,
     Why,
     WhyReply,
+    WriteNote,
 )
 
 log = logging.getLogger(__name__)
@@ -119,12 +127,15 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
     grep.BadPattern: ErrorCode.BAD_PATTERN,
+    grep.TooSlow: ErrorCode.BAD_QUERY,
     ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
 }
 
 
 def error_reply(exc: Exception) -> ErrorReply | None:
     """The reply for a known error class, or None for an unexpected exception."""
+    if isinstance(exc, NoteError):
+        return ErrorReply(code=exc.code, message=str(exc))
     for cls, code in ERROR_CODES.items():
         if isinstance(exc, cls):
             return ErrorReply(code=code, message=str(exc))
@@ -156,6 +167,7 @@ class Service:
         self.changes = changes
         self.readers = readers
         self.grepper = grepper or grep.Grepper()
+        self.notes = Notes(control, roots, indexer)
         """The threads the reads of the index run in (READERS of them)."""
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
@@ -212,6 +224,13 @@ class Service:
                 return await self.search(request)
             case Grep():
                 return await self.grep(request)
+            case WriteNote() | EditNote() | AppendNote() | MoveNote() | DeleteNote():
+                return replies.note(await self.notes.handle(request))
+            case NoteChanges():
+                cursor, paths, missed = await self.notes.changes_since(
+                    request.since, request.wait_seconds
+                )
+                return NoteChangesReply(cursor=cursor, paths=paths, missed=missed)
             case Refresh():
                 return await self.refresh(request, emit)
             case ReadFile():
@@ -234,8 +253,11 @@ class Service:
                 f"client speaks protocol {request.version}, kbindexd {VERSION} speaks "
                 f"{PROTOCOL_VERSION}; install matching versions of kbindex"
             )
+        writable = ["notes"] if self.notes.writable_roots() else []
         return HelloReply(
-            version=PROTOCOL_VERSION, server=f"kbindexd {VERSION}", capabilities=CAPABILITIES
+            version=PROTOCOL_VERSION,
+            server=f"kbindexd {VERSION}",
+            capabilities=[*CAPABILITIES, *writable],
         )
 
     async def _counts(self) -> searcher.Counts:
@@ -285,6 +307,7 @@ class Service:
                 self.health.root(str(root)),
                 files.get(str(root), 0),
                 self.changes.depth_of(str(root)) if self.changes else 0,
+                writable=self.settings.writable(root),
             )
             for root in self.roots.paths
         ]

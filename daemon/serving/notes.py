@@ -1,0 +1,383 @@
+"""Notes: clients create, edit, append to, move and delete text files in writable roots.
+
+A root is writable only when its configuration says so (``writable = true``); the
+daemon writes nowhere else. Every change is atomic (a temporary file in the same
+folder, fsync, rename, the folder fsynced; an existing file's mode kept), so a crash
+leaves the old content or the new, never a mix, and is indexed before the reply: a
+search right after finds it. The watcher sees the same change a moment later and finds
+the file's signature (size, mtime, ctime, inode) already recorded, so nothing is read
+twice.
+
+Each reply carries the file's content hash; ``if_match`` refuses a change when the file
+no longer has that hash (another agent, or the user's editor, changed it), so no one's
+work is lost silently. Changes are serialized by one lock: the check and the rename
+cannot interleave with another client's. An external editor can still write between
+the two; that window is the rename's, microseconds.
+
+Errors carry POSIX names (``EROFS``, ``EACCES``, ...; ``NoteError.code``) and one
+sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import anyio
+import anyio.to_thread
+from kbindex.daemon.indexing.ignore import WRITING_MARK
+from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.roots import Located, Roots
+from kbindex.daemon.serving.control import Control
+from kbindex.daemon.settings import Settings
+from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
+
+TEMP_MARK: Final = WRITING_MARK
+"""In the name of a note being written (``.NAME.kbindex-tmp-XXXX``); never indexed."""
+HASH_CHARS: Final = 16
+NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
+
+
+class NoteError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    path: str
+    hash: str
+    """Of the content now on disk ("" after a delete)."""
+    lines: int
+    size: int
+    created: bool = False
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:HASH_CHARS]
+
+
+def _lines(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+REMEMBERED: Final = 1000
+"""Changes kept for ``changes_since``; a front end further behind is told it missed some."""
+
+
+class Notes:
+    def __init__(self, control: Control, roots: Roots, indexer: Indexer) -> None:
+        self.control = control
+        self.roots = roots
+        self.indexer = indexer
+        self._lock = anyio.Lock()
+        # Cursors start at the clock so that one from before a restart is not mistaken
+        # for a recent one.
+        self._cursor = time.time_ns() // 1000
+        self._log: deque[tuple[int, str]] = deque(maxlen=REMEMBERED)
+        self._changed = anyio.Event()
+
+    async def changes_since(self, since: int, wait: float) -> tuple[int, list[str], bool]:
+        """(cursor, paths changed after ``since``, whether some were forgotten)."""
+        if since and since == self._cursor and wait > 0:
+            with anyio.move_on_after(wait):
+                await self._changed.wait()
+        if not since:
+            return self._cursor, [], False
+        first = self._log[0][0] if self._log else self._cursor + 1
+        missed = since > self._cursor or since < first - 1
+        paths = list(dict.fromkeys(p for n, p in self._log if n > since))
+        return self._cursor, paths, missed
+
+    def wake(self) -> None:
+        """Ends every waiting ``changes_since`` (shutdown)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _record(self, *paths: Path) -> None:
+        for path in paths:
+            self._cursor += 1
+            self._log.append((self._cursor, str(path)))
+        self.wake()
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (a reload may change which roots are writable)."""
+        return self.control.settings
+
+    async def handle(self, request: NoteRequest) -> Written:
+        match request:
+            case WriteNote():
+                return await self.write(
+                    request.path, request.content, if_match=request.if_match, title=request.title
+                )
+            case EditNote():
+                return await self.edit(
+                    request.path, request.old_text, request.new_text, if_match=request.if_match
+                )
+            case AppendNote():
+                return await self.append(request.path, request.text)
+            case MoveNote():
+                return await self.move(request.src, request.dst, overwrite=request.overwrite)
+            case DeleteNote():
+                return await self.delete(request.path, if_match=request.if_match)
+
+    # ------------------------------------------------------------ operations
+
+    async def write(
+        self, path: str, content: str, *, if_match: str | None = None, title: str | None = None
+    ) -> Written:
+        """Create or replace a note; a Markdown note with no H1 gets ``# title`` first."""
+        located = self._target(path)
+        markdown = located.path.suffix.lower() in (".md", ".markdown")
+        if title and markdown and not any(ln.startswith("# ") for ln in content.splitlines()):
+            content = f"# {title.strip()}\n\n{content}"
+        data = self._encode(content)
+        async with self._lock:
+            old = await self._current(located, must_exist=False)
+            self._check_match(located, old, if_match)
+            await anyio.to_thread.run_sync(_replace, located.path, data)
+            await self._index(located)
+        return Written(str(located.path), content_hash(data), _lines(data), len(data), old is None)
+
+    async def edit(
+        self, path: str, old_text: str, new_text: str, *, if_match: str | None = None
+    ) -> Written:
+        """Replace the one occurrence of ``old_text`` with ``new_text``."""
+        if not old_text:
+            raise NoteError("EINVAL", "old_text is empty: give the exact text to replace")
+        located = self._target(path)
+        async with self._lock:
+            old = await self._current(located, must_exist=True)
+            assert old is not None
+            self._check_match(located, old, if_match)
+            text = self._decode(located, old)
+            found = text.count(old_text)
+            if found != 1:
+                raise NoteError("EINVAL", _occurrences(located, text, old_text, found))
+            data = self._encode(text.replace(old_text, new_text, 1))
+            await anyio.to_thread.run_sync(_replace, located.path, data)
+            await self._index(located)
+        return Written(str(located.path), content_hash(data), _lines(data), len(data))
+
+    async def append(self, path: str, text: str) -> Written:
+        """Add ``text`` at the end (on a line of its own); creates the note if needed."""
+        located = self._target(path)
+        async with self._lock:
+            old = await self._current(located, must_exist=False)
+            before = self._decode(located, old) if old else ""
+            if before and not before.endswith("\n"):
+                before += "\n"
+            data = self._encode(before + text)
+            await anyio.to_thread.run_sync(_replace, located.path, data)
+            await self._index(located)
+        return Written(str(located.path), content_hash(data), _lines(data), len(data), old is None)
+
+    async def move(self, src: str, dst: str, *, overwrite: bool = False) -> Written:
+        source, target = self._target(src), self._target(dst)
+        async with self._lock:
+            data = await self._current(source, must_exist=True)
+            assert data is not None
+            if source.path == target.path:
+                return Written(str(target.path), content_hash(data), _lines(data), len(data))
+            await anyio.to_thread.run_sync(_rename, source, target, overwrite)
+            await self.indexer.move(source, target)
+            await self._index(target)
+            self._record(source.path)
+        return Written(str(target.path), content_hash(data), _lines(data), len(data), True)
+
+    async def delete(self, path: str, *, if_match: str | None = None) -> Written:
+        located = self._target(path)
+        async with self._lock:
+            old = await self._current(located, must_exist=True)
+            self._check_match(located, old, if_match)
+            try:
+                await anyio.to_thread.run_sync(os.unlink, located.path)
+            except OSError as exc:
+                raise NoteError(
+                    _code(exc), f"cannot delete {located.relpath}: {exc.strerror}"
+                ) from None
+            await self._index(located)
+        return Written(str(located.path), "", 0, 0)
+
+    # ------------------------------------------------------------ checks
+
+    def writable_roots(self) -> list[Path]:
+        return [r for r in self.roots.paths if self.settings.writable(r)]
+
+    def _target(self, raw: str) -> Located:
+        """Where a client's path leads, refused unless it is inside a writable root
+        without leaving it through ``..`` or a symbolic link."""
+        if not raw or "\x00" in raw:
+            raise NoteError("EINVAL", "the path is empty or holds a NUL byte")
+        writable = self.writable_roots()
+        if not writable:
+            raise NoteError("EROFS", "no root is writable; set writable = true for one")
+        given = Path(raw).expanduser()
+        if given.is_absolute():
+            lexical = Path(os.path.normpath(given))
+        else:
+            choices = [Path(os.path.normpath(r / given)) for r in writable]
+            existing = [c for c in choices if os.path.lexists(c)]
+            if len(writable) > 1 and len(existing) != 1:
+                raise NoteError(
+                    "EINVAL", f"{raw} could be in more than one writable root: give a full path"
+                )
+            lexical = (existing or choices)[0]
+        root = next((r for r in self.roots.paths if lexical.is_relative_to(r)), None)
+        if root is None:
+            raise NoteError("EACCES", f"{raw} is outside the indexed roots")
+        if not self.settings.writable(root):
+            raise NoteError("EROFS", f"{root} is read-only (writable = true makes it writable)")
+        # Symbolic links: the deepest existing folder must resolve inside the root, and
+        # the note itself must not be a link.
+        parent = lexical.parent
+        while not parent.exists() and parent != root:
+            parent = parent.parent
+        if not Path(os.path.realpath(parent)).is_relative_to(root) or lexical.is_symlink():
+            raise NoteError("EACCES", f"{raw} leads outside {root} through a symbolic link")
+        if os.path.isdir(lexical) or lexical == root:
+            raise NoteError("EISDIR", f"{raw} is a directory")
+        relpath = lexical.relative_to(root).as_posix()
+        rules = self.indexer.rules
+        if lexical.parent.is_dir():
+            reason = rules.explain(str(root), str(lexical))
+        else:
+            reason = rules.ignored_file(lexical.name)
+        if reason is not None:
+            raise NoteError("EINVAL", f"{relpath} would not be indexed: {reason}")
+        return Located(root, lexical, relpath)
+
+    def _encode(self, content: str) -> bytes:
+        if "\x00" in content:
+            raise NoteError("EILSEQ", "the content holds a NUL byte: notes are text")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise NoteError("EILSEQ", "the content is not valid Unicode text") from None
+        if len(data) > self.settings.max_file_bytes:
+            cap = self.settings.max_file_size_mb
+            raise NoteError("EFBIG", f"{len(data):,} bytes is over the {cap:g} MB file size cap")
+        return data
+
+    @staticmethod
+    def _decode(located: Located, data: bytes) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise NoteError("EILSEQ", f"{located.relpath} is not UTF-8 text") from None
+
+    @staticmethod
+    async def _current(located: Located, *, must_exist: bool) -> bytes | None:
+        try:
+            return await anyio.to_thread.run_sync(located.path.read_bytes)
+        except FileNotFoundError:
+            if must_exist:
+                raise NoteError("ENOENT", f"{located.relpath} does not exist") from None
+            return None
+        except OSError as exc:
+            raise _failed("read", located, exc) from None
+
+    @staticmethod
+    def _check_match(located: Located, old: bytes | None, if_match: str | None) -> None:
+        if if_match is None:
+            return
+        now = "" if old is None else content_hash(old)
+        if now != if_match:
+            state = "does not exist" if old is None else f"has hash {now}"
+            raise NoteError(
+                "ECONFLICT",
+                f"{located.relpath} changed since {if_match} (it now {state}): read it again",
+            )
+
+    async def _index(self, located: Located) -> None:
+        await self.indexer.refresh([located])
+        self._record(located.path)
+
+
+def _occurrences(located: Located, text: str, old_text: str, found: int) -> str:
+    if not found:
+        return f"old_text is not in {located.relpath}: copy it exactly, with its whitespace"
+    lines: list[str] = []
+    start = 0
+    while (at := text.find(old_text, start)) >= 0 and len(lines) < 5:
+        lines.append(str(text.count("\n", 0, at) + 1))
+        start = at + 1
+    return (
+        f"old_text occurs {found} times in {located.relpath} (lines {', '.join(lines)}):"
+        " include more of the text around it"
+    )
+
+
+def _code(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "EIO")
+
+
+def _failed(doing: str, located: Located, exc: OSError) -> NoteError:
+    return NoteError(_code(exc), f"cannot {doing} {located.relpath}: {exc.strerror}")
+
+
+def _umask() -> int:
+    with contextlib.suppress(OSError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``path`` atomically: a temporary file beside it, fsynced, renamed over it,
+    then the folder fsynced so the rename itself survives a crash."""
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}", dir=path.parent)
+    except OSError as exc:
+        raise NoteError(_code(exc), f"cannot write {path.name}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fchmod(out.fileno(), mode)
+            os.fsync(out.fileno())
+        os.rename(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise NoteError(_code(exc), f"cannot write {path.name}: {exc.strerror}") from None
+    _sync_dir(path.parent)
+
+
+def _rename(src: Located, dst: Located, overwrite: bool) -> None:
+    if os.path.isdir(dst.path):
+        raise NoteError("EISDIR", f"{dst.relpath} is a directory")
+    if os.path.lexists(dst.path) and not overwrite:
+        raise NoteError("EEXIST", f"{dst.relpath} exists; pass overwrite to replace it")
+    try:
+        dst.path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src.path, dst.path)
+    except OSError as exc:
+        raise _failed("move", src, exc) from None
+    _sync_dir(dst.path.parent)
+    if src.path.parent != dst.path.parent:
+        _sync_dir(src.path.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
