@@ -52,9 +52,10 @@ def test_a_long_run_of_batches_keeps_the_log_bounded(
         (pages,) = conn.execute("PRAGMA page_count").fetchone()
         (page_size,) = conn.execute("PRAGMA page_size").fetchone()
     # The log restarts instead of growing with the index: at most the limit plus the
-    # largest transaction (FTS5 merging segments writes a few MB at once).
+    # largest transaction (FTS5 merging the segments of three tables writes a few MB at
+    # once; random letters give every note thousands of distinct trigrams).
     assert pages * page_size > 10 << 20
-    assert largest < 5 << 20
+    assert largest < 8 << 20
 
 
 def test_a_file_that_is_gone_is_skipped_not_created(tmp_path: Path) -> None:
