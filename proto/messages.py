@@ -459,6 +459,9 @@ class NoteReply(Reply, tag="note", frozen=True):
     lines: int
     size: int
     created: bool = False
+    index_error: str = ""
+    """Non-empty when the note was changed on disk but could not be indexed yet (a full
+    disk): the daemon indexes it once it can. Do not repeat the change."""
 
 
 class NoteChangesReply(Reply, tag="note_changes", frozen=True):

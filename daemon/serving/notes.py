@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import tempfile
 import time
@@ -39,6 +40,8 @@ from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.serving.control import Control
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
+
+log = logging.getLogger(__name__)
 
 TEMP_MARK: Final = WRITING_MARK
 """In the name of a note being written (``.NAME.kbindex-tmp-XXXX``); never indexed."""
@@ -60,6 +63,9 @@ class Written:
     lines: int
     size: int
     created: bool = False
+    index_error: str = ""
+    """Why the note, written, is not searchable yet (a full disk): the daemon's own
+    retries index it once they can. The change itself is done: not to be repeated."""
 
 
 def content_hash(data: bytes) -> str:
@@ -146,8 +152,10 @@ class Notes:
             old = await self._current(located, must_exist=False)
             self._check_match(located, old, if_match)
             await anyio.to_thread.run_sync(_replace, located.path, data)
-            await self._index(located)
-        return Written(str(located.path), content_hash(data), _lines(data), len(data), old is None)
+            problem = await self._index(located)
+        return Written(
+            str(located.path), content_hash(data), _lines(data), len(data), old is None, problem
+        )
 
     async def edit(
         self, path: str, old_text: str, new_text: str, *, if_match: str | None = None
@@ -166,8 +174,10 @@ class Notes:
                 raise NoteError("EINVAL", _occurrences(located, text, old_text, found))
             data = self._encode(text.replace(old_text, new_text, 1))
             await anyio.to_thread.run_sync(_replace, located.path, data)
-            await self._index(located)
-        return Written(str(located.path), content_hash(data), _lines(data), len(data))
+            problem = await self._index(located)
+        return Written(
+            str(located.path), content_hash(data), _lines(data), len(data), index_error=problem
+        )
 
     async def append(self, path: str, text: str) -> Written:
         """Add ``text`` at the end (on a line of its own); creates the note if needed."""
@@ -179,8 +189,10 @@ class Notes:
                 before += "\n"
             data = self._encode(before + text)
             await anyio.to_thread.run_sync(_replace, located.path, data)
-            await self._index(located)
-        return Written(str(located.path), content_hash(data), _lines(data), len(data), old is None)
+            problem = await self._index(located)
+        return Written(
+            str(located.path), content_hash(data), _lines(data), len(data), old is None, problem
+        )
 
     async def move(self, src: str, dst: str, *, overwrite: bool = False) -> Written:
         source, target = self._target(src), self._target(dst)
@@ -190,10 +202,11 @@ class Notes:
             if source.path == target.path:
                 return Written(str(target.path), content_hash(data), _lines(data), len(data))
             await anyio.to_thread.run_sync(_rename, source, target, overwrite)
-            await self.indexer.move(source, target)
-            await self._index(target)
-            self._record(source.path)
-        return Written(str(target.path), content_hash(data), _lines(data), len(data), True)
+            # Two one-file refreshes, not a re-key: the note is small, and a failure
+            # of either is reported like a write's.
+            gone, there = await self._index(source), await self._index(target)
+            problem = gone or there
+        return Written(str(target.path), content_hash(data), _lines(data), len(data), True, problem)
 
     async def delete(self, path: str, *, if_match: str | None = None) -> Written:
         located = self._target(path)
@@ -206,8 +219,8 @@ class Notes:
                 raise NoteError(
                     _code(exc), f"cannot delete {located.relpath}: {exc.strerror}"
                 ) from None
-            await self._index(located)
-        return Written(str(located.path), "", 0, 0)
+            problem = await self._index(located)
+        return Written(str(located.path), "", 0, 0, index_error=problem)
 
     # ------------------------------------------------------------ checks
 
@@ -299,9 +312,15 @@ class Notes:
                 f"{located.relpath} changed since {if_match} (it now {state}): read it again",
             )
 
-    async def _index(self, located: Located) -> None:
-        await self.indexer.refresh([located])
+    async def _index(self, located: Located) -> str:
+        """Index the note now; returns why that failed ("" when it did not)."""
         self._record(located.path)
+        try:
+            await self.indexer.refresh([located])
+        except Exception as exc:  # the write is done; the periodic retries index it
+            log.warning("note %s written but not indexed: %s", located.path, exc)
+            return str(exc) or type(exc).__name__
+        return ""
 
 
 def _occurrences(located: Located, text: str, old_text: str, found: int) -> str:

@@ -126,4 +126,5 @@ def note(written: notes.Written) -> NoteReply:
         lines=written.lines,
         size=written.size,
         created=written.created,
+        index_error=written.index_error,
     )
