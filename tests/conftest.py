@@ -254,3 +254,23 @@ def mode_bound(make_daemon: MakeDaemon, *roots: Path, nofile: int = 0) -> ModeBo
     assert isinstance(d, ModeBoundDaemon)
     d.nofile = nofile
     return d
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MB tmpfs for the state directory. Mounting needs root with
+    CAP_SYS_ADMIN (CI here has it); elsewhere the test is skipped with the reason."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

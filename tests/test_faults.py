@@ -16,7 +16,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -356,26 +356,6 @@ def test_a_search_during_a_rebuild_sees_the_new_file_complete(
     reader.join(10)
     assert [type(o).__name__ for o in outcome] == ["SearchResult"], outcome
     assert isinstance(outcome[0], searcher.SearchResult) and outcome[0].hits == []
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MB tmpfs for the state directory. Mounting needs root with
-    CAP_SYS_ADMIN (CI here has it); elsewhere the test is skipped with the reason."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.slow

@@ -8,10 +8,12 @@ import asyncio
 import os
 import signal
 import stat
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from conftest import Daemon, wait_for, write
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
@@ -29,8 +31,7 @@ from kbindex.proto.messages import (
     Request,
     WriteNote,
 )
-
-from tests.conftest import Daemon, wait_for, write
+from test_faults import Churn
 
 pytestmark = pytest.mark.anyio
 
@@ -293,3 +294,31 @@ async def test_note_changes_long_poll_wakes_on_a_write(notes: Daemon) -> None:
         assert quiet.paths == [] and quiet.cursor == moved.cursor
         stale = await c.request(NoteChanges(since=1), NoteChangesReply)
         assert stale.missed
+
+
+@pytest.mark.slow
+async def test_a_note_written_while_the_index_disk_is_full_is_kept_and_indexed_later(
+    make_daemon: Callable[..., Daemon], tmp_path: Path, small_disk: Path
+) -> None:
+    root = tmp_path / "notes"
+    root.mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'[root."{root}"]\nwritable = true\n')
+    d = make_daemon(root)
+    d.state_dir = small_disk / "state"
+    d.extra_args = ["--config", str(config), "--watch", "off"]
+    await d.start()
+    Churn(root, 3).create(600)  # about 2 MB of text: the index cannot fit in 1 MB
+    async with d.client() as c:
+        with pytest.raises(DaemonError):
+            async for _ in c.refresh_wait():
+                pass
+    reply = await note(d, AppendNote(path="journal.md", text="narwhal sighting"))
+    assert reply.index_error  # written, not searchable yet: a success to not repeat
+    assert (root / "journal.md").read_text() == "narwhal sighting"
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+
+    async def indexed() -> bool:
+        return await d.search_paths("narwhal") == ["journal.md"]
+
+    await wait_for(indexed, timeout=30)  # the daemon's own retries
