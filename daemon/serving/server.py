@@ -34,7 +34,7 @@ from typing import Final
 import anyio
 import msgspec
 from anyio.abc import SocketAttribute, SocketListener, SocketStream, TaskGroup
-from kbindex.daemon.serving.service import error_reply
+from kbindex.daemon.serving.failures import error_reply
 from kbindex.proto import framing, streams
 from kbindex.proto.messages import (
     REQUEST_OPS,

@@ -21,17 +21,17 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
-from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
-from kbindex.daemon.roots import InvalidPath, Located, OutsideRoots, Roots
+from kbindex.daemon.roots import Located, OutsideRoots, Roots
 from kbindex.daemon.searching import grep, ripgrep, searcher, trigrams
 from kbindex.daemon.searching.explanation import FileState, explain
-from kbindex.daemon.searching.query import BadQuery, compile_query
+from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.serving import replies
-from kbindex.daemon.serving.control import BadRoot, Changed, Control
-from kbindex.daemon.serving.notes import NoteError, Notes
+from kbindex.daemon.serving.control import Changed, Control
+from kbindex.daemon.serving.failures import IndexUnwritable, InvalidArgument, VersionMismatch
+from kbindex.daemon.serving.notes import Notes
 from kbindex.daemon.settings import Settings
 from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
@@ -47,8 +47,6 @@ from kbindex.proto.messages import (
     CheckReply,
     DeleteNote,
     EditNote,
-    ErrorCode,
-    ErrorReply,
     FindFiles,
     FindFilesReply,
     Grep,
@@ -101,45 +99,6 @@ READERS: Final = 8
 
 T = TypeVar("T")
 Emit = Callable[[Reply], Awaitable[None]]
-
-
-class InvalidArgument(Exception):
-    """A request's argument is out of range or inconsistent."""
-
-
-class VersionMismatch(Exception):
-    """The client speaks another protocol version."""
-
-
-class IndexUnwritable(Exception):
-    """A write to the index failed for want of space (or an I/O error)."""
-
-
-ERROR_CODES: Final[dict[type[Exception], str]] = {
-    InvalidArgument: ErrorCode.INVALID_ARGUMENT,
-    InvalidPath: ErrorCode.INVALID_ARGUMENT,
-    BadQuery: ErrorCode.BAD_QUERY,
-    OutsideRoots: ErrorCode.OUTSIDE_ROOTS,
-    searcher.NotIndexed: ErrorCode.NOT_FOUND,
-    VersionMismatch: ErrorCode.VERSION_MISMATCH,
-    BadRoot: ErrorCode.INVALID_ARGUMENT,
-    ConfigError: ErrorCode.CONFIG_ERROR,
-    IndexRebuilding: ErrorCode.INDEX_REBUILDING,
-    IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
-    grep.BadPattern: ErrorCode.BAD_PATTERN,
-    grep.TooSlow: ErrorCode.BAD_QUERY,
-    ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
-}
-
-
-def error_reply(exc: Exception) -> ErrorReply | None:
-    """The reply for a known error class, or None for an unexpected exception."""
-    if isinstance(exc, NoteError):
-        return ErrorReply(code=exc.code, message=str(exc))
-    for cls, code in ERROR_CODES.items():
-        if isinstance(exc, cls):
-            return ErrorReply(code=code, message=str(exc))
-    return None
 
 
 class Service:
