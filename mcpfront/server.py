@@ -4,6 +4,9 @@ Built on the SDK's low-level ``Server`` rather than ``MCPServer``: the tool sche
 hand-written (schemas.py) and argument handling is deliberately lenient (arguments.py),
 which the decorator API would replace with pydantic validation and its multi-line
 error messages. Startup is lighter too: no per-tool pydantic model is built.
+
+The tool list is asked for each time: the note tools are in it only while the daemon
+says some root is writable (a reload can change that).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mcp_types as types
-from kbindex.mcpfront import resources
+from kbindex.mcpfront import notes, resources, schemas
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.tools import Toolbox
 from mcp.server import Server, ServerRequestContext
@@ -22,7 +25,8 @@ INSTRUCTIONS = (
     "kbindex gives read access to the user's local knowledge base (notes, documents, code), "
     "kept indexed by the kbindexd daemon. Use search to find content, find_files to find "
     "files by name, read_file to read them; get_index_stats shows which folders are indexed "
-    "and how fresh the index is. The index follows file changes by itself."
+    "and how fresh the index is. The index follows file changes by itself. When a folder "
+    "is writable, the note tools (write_note, edit_note, ...) change notes there."
 )
 
 
@@ -35,13 +39,16 @@ def _version() -> str:
 
 def build(backend: Backend) -> Server[Any]:
     toolbox = Toolbox(backend)
-    tool_list = types.ListToolsResult(tools=toolbox.definitions())
-    input_schemas = {tool.name: tool.input_schema for tool in tool_list.tools}
+    input_schemas = {tool.name: tool.input_schema for tool in [*schemas.TOOLS, *notes.TOOLS]}
+    lists = {
+        writable: types.ListToolsResult(tools=toolbox.definitions(writable=writable))
+        for writable in (False, True)
+    }
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return tool_list
+        return lists[await toolbox.writable()]
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
