@@ -1,4 +1,4 @@
-"""The MCP server object: tools and resources wired to one Backend.
+"""The MCP server object: tools, resources and subscriptions wired to one Backend.
 
 Built on the SDK's low-level ``Server`` rather than ``MCPServer``: the tool schemas are
 hand-written (schemas.py) and argument handling is deliberately lenient (arguments.py),
@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types as types
 from kbindex.mcpfront import notes, resources, schemas
 from kbindex.mcpfront.backend import Backend
+from kbindex.mcpfront.subscriptions import Subscriptions
 from kbindex.mcpfront.tools import Toolbox
 from mcp.server import Server, ServerRequestContext
 
@@ -39,6 +40,7 @@ def _version() -> str:
 
 def build(backend: Backend) -> Server[Any]:
     toolbox = Toolbox(backend)
+    subscriptions = Subscriptions(backend)
     input_schemas = {tool.name: tool.input_schema for tool in [*schemas.TOOLS, *notes.TOOLS]}
     lists = {
         writable: types.ListToolsResult(tools=toolbox.definitions(writable=writable))
@@ -62,7 +64,7 @@ def build(backend: Backend) -> Server[Any]:
     async def list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return resources.listing()
+        return await resources.listing(backend)
 
     async def list_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -85,4 +87,7 @@ def build(backend: Backend) -> Server[Any]:
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
+        on_subscribe_resource=subscriptions.subscribe,
+        on_unsubscribe_resource=subscriptions.unsubscribe,
+        on_subscriptions_listen=subscriptions.listen,
     )

@@ -1,4 +1,4 @@
-"""The note tools of kbindex-mcp end to end: the SDK's client
+"""The note tools, resources and subscriptions of kbindex-mcp end to end: the SDK's client
 spawns kbindex-mcp over stdio, which asks a real kbindexd over a writable root (and a
 read-only one) of real files."""
 
@@ -12,7 +12,12 @@ import anyio
 import mcp_types as types
 import pytest
 from conftest import Daemon, MakeDaemon, with_writable_root, write
-from mcp_helpers import mcp_stdio, structured, text
+from kbindex.mcpfront.resources import LISTED_NOTES
+from kbindex.mcpfront.results import file_uri
+from mcp import Client
+from mcp.client.subscriptions import ResourceUpdated
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_helpers import CLIENT_TIMEOUT, http_front_end, mcp_stdio, structured, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -221,6 +226,7 @@ async def test_note_tools_are_listed_only_with_a_writable_root(daemon: Daemon) -
         # Called anyway, the daemon refuses, and says how to allow it.
         message = refusal(await client.call_tool("write_note", {"path": "a.md", "content": "x"}))
         assert message.startswith("EROFS: no root is writable")
+        assert (await client.list_resources()).resources == []
     assert list(daemon.root.iterdir()) == []
 
 
@@ -234,3 +240,117 @@ async def test_writes_work_across_a_daemon_restart(notes: Daemon) -> None:
         again = await client.call_tool("append_note", {"path": "j.md", "text": "two"})
         assert not again.is_error, text(again)
     assert (notes.root / "j.md").read_text() == "one\ntwo"
+
+
+async def test_the_notes_of_writable_roots_are_listed_as_resources(notes: Daemon) -> None:
+    for n in range(LISTED_NOTES + 5):
+        write(notes.root / "many" / f"n{n:03}.md", f"note {n}\n")
+    write(notes.root / "a.txt", "first by path\n")
+    await notes.refresh()
+    async with mcp_stdio(notes.socket) as client:
+        listed = (await client.list_resources()).resources
+        assert len(listed) == LISTED_NOTES
+        assert listed[0].uri == file_uri(str(notes.root / "a.txt"))
+        assert listed[0].name == "a.txt"
+        assert listed[0].mime_type == "text/plain"
+        assert listed[1].name == "many/n000.md" and listed[1].mime_type == "text/markdown"
+        assert all(str(r.uri).startswith(file_uri(str(notes.root)) + "/") for r in listed)
+        # The read-only root is not listed; its files are still read through the template.
+        manual = file_uri(str(notes.roots[1] / "manual.md"))
+        assert manual not in {r.uri for r in listed}
+        contents = (await client.read_resource(listed[1].uri)).contents[0]
+        assert isinstance(contents, types.TextResourceContents)
+        assert contents.text == "note 0"
+
+
+async def test_a_subscriber_hears_of_another_clients_write_handshake_era(notes: Daemon) -> None:
+    followed = notes.root / "shared.md"
+    other = notes.root / "other.md"
+    uri = file_uri(str(followed))
+    heard: list[str] = []
+    arrived = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+            arrived.set()
+
+    async with (
+        mcp_stdio(notes.socket, mode="legacy", message_handler=on_message) as reader,
+        mcp_stdio(notes.socket) as writer,
+    ):
+        assert reader.server_capabilities.resources is not None
+        assert reader.server_capabilities.resources.subscribe is True
+        # The SDK marks the handshake-era request deprecated (2026-07-28 replaced it):
+        # it is still what most clients send.
+        with pytest.warns(MCPDeprecationWarning):
+            await reader.subscribe_resource(uri)
+        await writer.call_tool("write_note", {"path": "other.md", "content": "unrelated\n"})
+        await writer.call_tool("write_note", {"path": "shared.md", "content": "v1\n"})
+        with anyio.fail_after(10):
+            await arrived.wait()
+        assert heard == [uri]
+        assert (await reader.read_resource(uri)).contents[0].text == "v1"  # type: ignore[union-attr]
+        # A move away from the followed path is a change to it too.
+        arrived = anyio.Event()
+        await writer.call_tool("move_note", {"src": "shared.md", "dst": "moved.md"})
+        with anyio.fail_after(10):
+            await arrived.wait()
+        assert heard == [uri, uri]
+        # Unsubscribed: nothing more.
+        with pytest.warns(MCPDeprecationWarning):
+            await reader.unsubscribe_resource(uri)
+        await writer.call_tool("write_note", {"path": "shared.md", "content": "v2\n"})
+        await writer.call_tool("write_note", {"path": "other.md", "content": "still\n"})
+        await anyio.sleep(1.0)
+        assert heard == [uri, uri]
+    assert other.exists()
+
+
+async def test_a_listener_hears_of_another_clients_write_2026(notes: Daemon) -> None:
+    uri = file_uri(str(notes.root / "shared.md"))
+    async with mcp_stdio(notes.socket) as reader, mcp_stdio(notes.socket) as writer:
+        assert reader.protocol_version == "2026-07-28"
+        async with reader.listen(resource_subscriptions=[uri]) as events:
+            await writer.call_tool("append_note", {"path": "shared.md", "text": "hello"})
+            with anyio.fail_after(10):
+                event = await anext(aiter(events))
+            assert event == ResourceUpdated(uri=uri)
+            # The daemon restarts: its changes from before are forgotten, so every
+            # followed URI is told to read again.
+            notes.stop()
+            await notes.start()
+            with anyio.fail_after(20):
+                event = await anext(aiter(events))
+            assert event == ResourceUpdated(uri=uri)
+
+
+async def test_one_http_front_end_tells_each_of_its_subscribers(notes: Daemon) -> None:
+    """Many sessions, one front end (--http): each subscriber of either era is told, on
+    its own session; a subscriber that has left keeps no one else from being told."""
+    uri = file_uri(str(notes.root / "shared.md"))
+    told = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            assert str(message.params.uri) == uri
+            told.set()
+
+    async with http_front_end(notes.socket) as (url, _):
+        async with Client(url, read_timeout_seconds=CLIENT_TIMEOUT, mode="legacy") as gone:
+            with pytest.warns(MCPDeprecationWarning):
+                await gone.subscribe_resource(uri)
+        async with (
+            Client(
+                url, read_timeout_seconds=CLIENT_TIMEOUT, mode="legacy", message_handler=on_message
+            ) as old,
+            Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as new,
+            Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as writer,
+        ):
+            with pytest.warns(MCPDeprecationWarning):
+                await old.subscribe_resource(uri)
+            async with new.listen(resource_subscriptions=[uri]) as events:
+                await writer.call_tool("write_note", {"path": "shared.md", "content": "x\n"})
+                with anyio.fail_after(10):
+                    assert await anext(aiter(events)) == ResourceUpdated(uri=uri)
+                    await told.wait()
