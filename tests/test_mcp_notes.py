@@ -230,6 +230,17 @@ async def test_note_tools_are_listed_only_with_a_writable_root(daemon: Daemon) -
     assert list(daemon.root.iterdir()) == []
 
 
+async def test_the_note_tools_appear_once_the_daemon_answers(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    notes = with_writable_root(make_daemon, tmp_path)
+    async with mcp_stdio(notes.socket) as client:
+        # Not running: the list is the one without a daemon, the tools that read.
+        assert {t.name for t in (await client.list_tools()).tools} == READING
+        await notes.start()
+        assert {t.name for t in (await client.list_tools()).tools} == READING | NOTE_TOOLS
+
+
 async def test_writes_work_across_a_daemon_restart(notes: Daemon) -> None:
     async with mcp_stdio(notes.socket) as client:
         await client.call_tool("append_note", {"path": "j.md", "text": "one"})
