@@ -4,8 +4,9 @@ Every subcommand is one request (or a short exchange) over the daemon's socket.
 Imports stay light: a CLI started once per query pays its import time every time. So
 no daemon code, no SQLite, no event loop (the blocking client, proto/blocking.py), and
 the modules only ``doctor`` and ``service`` need are imported when they run. Exit
-codes: 0 success, 1 the daemon is not running or answered with an error, 2 bad usage;
-``grep`` exits as grep does (0 a match, 1 none, 2 any error: see grep.py).
+codes: 0 success, 1 the daemon is not running or answered with an error (``note``: a
+refusal, its POSIX code in brackets), 2 bad usage; ``grep`` exits as grep does (0 a
+match, 1 none, 2 any error: see grep.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from kbindex.ctl import grep, paths, render, roots
+from kbindex.ctl import grep, note, paths, render, roots
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.errors import ClientError, DaemonError
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_read)
 
     roots.add_parser(sub)
+    note.add_parser(sub)
 
     p = sub.add_parser(
         "doctor", help="check the daemon, the index, the roots, inotify and the units"

@@ -70,7 +70,8 @@ def status(reply: StatusReply) -> str:
         lines.append("roots:")
     for root in reply.roots:
         detail = f"  ({root.detail})" if root.detail else ""
-        lines.append(f"  {root.path}  {root.state}  {root.files:,} files{detail}")
+        writable = "  writable" if root.writable else ""
+        lines.append(f"  {root.path}  {root.state}  {root.files:,} files{writable}{detail}")
         if root.warning:
             lines.append(f"    WARNING: {root.warning}")
     lines.append(f"socket: {reply.socket_path}")

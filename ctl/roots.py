@@ -82,7 +82,8 @@ def cmd_why(client: BlockingClient, args: argparse.Namespace) -> int:
 def describe(roots: list[RootStatus]) -> str:
     lines: list[str] = []
     for root in roots:
-        lines.append(f"{root.path}  {root.state}  {root.files:,} files")
+        writable = "  writable" if root.writable else ""
+        lines.append(f"{root.path}  {root.state}  {root.files:,} files{writable}")
         facts = [f"last event {ago(root.last_event_at)}"]
         if root.last_reconcile is not None:
             r = root.last_reconcile

@@ -66,6 +66,19 @@ class Arguments:
             )
         return text
 
+    def text(self, name: str, *, required: bool = False) -> str | None:
+        """A string exactly as sent, the empty string included: a note's content, the
+        text an edit puts in (empty deletes), or ``if_match=""`` (must not exist yet).
+        Its size is bounded by what one request can carry, not here."""
+        value = self._raw.get(name)
+        if value is None:
+            if required:
+                raise ArgumentError(f"The argument '{name}' is required and must be a string.")
+            return None
+        if not isinstance(value, str):
+            raise ArgumentError(f"The argument '{name}' must be a string, not {_json_kind(value)}.")
+        return value
+
     def boolean(self, name: str, *, default: bool) -> bool:
         """Read a flag; ``"true"``, ``"false"``, ``1`` and ``0`` count too."""
         value = self._value(name)

@@ -5,33 +5,46 @@ request id), so an HTTP front end serving many MCP sessions still holds a single
 The connection lives in a holder task inside the backend's own task group, because
 ``Client.connect`` is a context manager with a reader task that must outlive any single
 tool call. When the daemon goes away the next request fails with ConnectionLost; the
-backend drops that connection, opens a new one and sends the request once more. All
-requests the front end makes are idempotent, so resending is safe.
+backend drops that connection, opens a new one and sends the request once more: the
+reads are idempotent, so resending them is safe. A note change is not (an append sent
+twice appends twice), so it is sent again only when it never left (``NotSent``); lost
+after it was written, it is reported, and the reply hash tells the agent what is there.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 from kbindex.proto.address import resolve_socket_path
-from kbindex.proto.client import Client, ConnectionLost, DaemonError, DaemonUnavailable
+from kbindex.proto.client import Client, ConnectionLost, DaemonError, DaemonUnavailable, NotSent
 from kbindex.proto.messages import (
+    PROTOCOL_VERSION,
+    AppendNote,
+    DeleteNote,
+    EditNote,
     ErrorCode,
     FindFilesReply,
     Grep,
     GrepReply,
+    Hello,
+    HelloReply,
+    MoveNote,
+    NoteChanges,
+    NoteChangesReply,
+    NoteReply,
     Progress,
     ReadFileReply,
     RefreshReply,
     SearchReply,
     StatusReply,
+    WriteNote,
 )
 
 log = logging.getLogger(__name__)
@@ -41,6 +54,11 @@ T = TypeVar("T")
 CLIENT_NAME = "kbindex-mcp"
 REQUEST_TIMEOUT = 30.0
 """Seconds a single request (connect included) may take; refresh with progress is exempt."""
+HELLO_TIMEOUT = 5.0
+"""Seconds tools/list waits to learn whether notes can be written; a daemon that does not
+answer by then is treated as one without writable roots (the list must not hang)."""
+
+NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
 
 
 class DaemonTimeout(Exception):
@@ -109,10 +127,19 @@ class Backend:
             self._current = None
             current[1].set()
 
+    def start_soon(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``task`` in the background for as long as the backend is open."""
+        self._tg.start_soon(task)
+
     async def call(
-        self, operation: Callable[[Client], Awaitable[T]], *, seconds: float | None
+        self,
+        operation: Callable[[Client], Awaitable[T]],
+        *,
+        seconds: float | None,
+        resend: bool = True,
     ) -> T:
-        """Run ``operation`` on the shared connection; reconnect and retry once if it was lost."""
+        """Run ``operation`` on the shared connection; reconnect and retry once if it was
+        lost (with ``resend`` false, only if the request never left)."""
         try:
             with anyio.fail_after(seconds):
                 for attempt in (1, 2):
@@ -120,11 +147,13 @@ class Backend:
                     try:
                         client = await self._client()
                         return await operation(client)
-                    except ConnectionLost:
+                    except ConnectionLost as exc:
                         # Also raised by a daemon that accepts and closes at once (stopping).
                         if client is not None:
                             self._drop(client)
-                        if attempt == 2:
+                        # client is None: lost while connecting, before the request left.
+                        unsent = client is None or isinstance(exc, NotSent)
+                        if attempt == 2 or not (resend or unsent):
                             raise
                         log.info("connection to kbindexd lost; reconnecting")
                     except DaemonError as exc:
@@ -159,6 +188,24 @@ class Backend:
 
     async def find_files(self, glob: str, limit: int) -> FindFilesReply:
         return await self.call(lambda c: c.find_files(glob, limit), seconds=REQUEST_TIMEOUT)
+
+    async def note(self, request: NoteRequest) -> NoteReply:
+        return await self.call(
+            lambda c: c.request(request, NoteReply), seconds=REQUEST_TIMEOUT, resend=False
+        )
+
+    async def note_changes(self, since: int, wait: float) -> NoteChangesReply:
+        request = NoteChanges(since=since, wait_seconds=wait)
+        return await self.call(
+            lambda c: c.request(request, NoteChangesReply), seconds=REQUEST_TIMEOUT + wait
+        )
+
+    async def capabilities(self) -> list[str]:
+        """What the daemon can do now: asked afresh, since a reload can make a root
+        writable or read-only after the connection was opened."""
+        hello = Hello(version=PROTOCOL_VERSION, client=CLIENT_NAME)
+        reply = await self.call(lambda c: c.request(hello, HelloReply), seconds=HELLO_TIMEOUT)
+        return reply.capabilities
 
     async def refresh(
         self, paths: list[str], on_progress: Callable[[Progress], Awaitable[None]]

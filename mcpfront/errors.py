@@ -3,24 +3,60 @@
 A model reads tool errors as text and decides what to do next, so every message says
 what went wrong in the user's terms and what to try; never a stack trace, never the
 daemon's internal wording alone. Branches on stable error codes, never on message text.
+A note refused carries a POSIX name (``EROFS: ...``) at the front, as a shell would show
+it: models know those names, and a script reading the text can branch on them.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Final
 
 from kbindex.mcpfront.arguments import ArgumentError
 from kbindex.mcpfront.backend import DaemonTimeout
-from kbindex.proto.client import ConnectionLost, DaemonError, DaemonUnavailable, UntrustedDaemon
+from kbindex.proto.client import (
+    ConnectionLost,
+    DaemonError,
+    DaemonUnavailable,
+    RequestTooLarge,
+    UntrustedDaemon,
+)
 from kbindex.proto.messages import ErrorCode
 
 log = logging.getLogger(__name__)
 
 
-def describe(exc: BaseException, *, subject: str | None = None) -> str:
-    """The sentence shown for ``exc``; ``subject`` is the path or query the call was about."""
+_NOTE_HINTS: Final = {
+    "EROFS": "; write under a folder get_index_stats marks writable, or ask the user",
+    "EACCES": "; use a path inside a writable folder",
+    "ENOENT": "; find_files lists the notes",
+    "EEXIST": "; pass overwrite=true to replace it, or choose another name",
+    "ECONFLICT": " (read_file), then retry with if_match set to its new hash",
+}
+
+
+def is_posix(code: str) -> bool:
+    """A note refusal (``EROFS``, ``ECONFLICT``) or a system error passed on by its name
+    (``ENOSPC``): never one of the protocol's own codes, which are lower case."""
+    return code in ErrorCode.NOTE_CODES or (code.startswith("E") and code.isupper())
+
+
+def describe(exc: BaseException, *, subject: str | None = None, changing: bool = False) -> str:
+    """The sentence shown for ``exc``; ``subject`` is the path or query the call was about,
+    ``changing`` whether the call changes a note (a lost connection then leaves it
+    unknown whether the change was made)."""
     if isinstance(exc, ArgumentError):
         return str(exc)
+    if isinstance(exc, RequestTooLarge):
+        return (
+            f"EFBIG: {exc}; write the note in parts (write_note with the first, then "
+            "append_note with the rest)."
+        )
+    if isinstance(exc, ConnectionLost) and changing:
+        return (
+            "The connection to the kbindex daemon was lost while the change was on its way: "
+            "it may or may not have been made; read the note (read_file) before retrying."
+        )
     if isinstance(exc, UntrustedDaemon):
         return (
             f"kbindex refused to use its socket, which may be another user's: {exc} "
@@ -51,6 +87,8 @@ def describe(exc: BaseException, *, subject: str | None = None) -> str:
 def _daemon_error(exc: DaemonError, subject: str | None) -> str:
     what = repr(subject) if subject else "The path"
     detail = _clip(exc.message)
+    if is_posix(exc.code):
+        return f"{exc.code}: {detail}{_NOTE_HINTS.get(exc.code, '')}."
     match exc.code:
         case ErrorCode.OUTSIDE_ROOTS:
             return (

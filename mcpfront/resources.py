@@ -5,15 +5,19 @@ The URI carries the absolute path without its leading slash, percent-encoded
 round-trips through any client. Reading goes through the daemon's ReadFile, which
 enforces "inside the roots"; the front end never opens a file itself.
 
-resources/list stays empty on purpose: an index can hold a hundred thousand files and the
-protocol offers no filter, so files are discovered with the search and find_files tools
-(search results carry each file's URI) and read through the template.
+resources/list lists the notes of the writable roots only, the first LISTED_NOTES by
+path: those are the knowledge base's own notes, few and what an agent writes and reads
+again (and may subscribe to). The other roots are left out on purpose: an index can
+hold a hundred thousand files and the protocol offers no filter, so they are found with
+the search and find_files tools (search results carry each file's URI) and read
+through the template, like any note past the first LISTED_NOTES.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 import mimetypes
 import posixpath
 from typing import Any, Final
@@ -22,11 +26,16 @@ from urllib.parse import unquote
 import mcp_types as types
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
-from kbindex.mcpfront.results import URI_PREFIX, read_file
+from kbindex.mcpfront.results import URI_PREFIX, file_uri, read_file
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import ErrorCode
+from kbindex.proto.report import iso
 from mcp.shared.exceptions import MCPError
 
+log = logging.getLogger(__name__)
+
+LISTED_NOTES: Final = 100
+"""Notes listed by resources/list at most (about 150 characters each)."""
 RESOURCE_NOT_FOUND: Final = -32002
 """The MCP spec's error code for an unknown resource."""
 
@@ -166,5 +175,31 @@ def templates() -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(resource_templates=[TEMPLATE])
 
 
-def listing() -> types.ListResourcesResult:
-    return types.ListResourcesResult(resources=[])
+async def listing(backend: Backend) -> types.ListResourcesResult:
+    """The notes of the writable roots, in path order, at most LISTED_NOTES; none while
+    the daemon cannot be asked (as the tools are listed without it)."""
+    notes: list[types.Resource] = []
+    try:
+        roots = [r.path for r in (await backend.status()).roots if r.writable]
+        for root in roots:
+            prefix = root.rstrip("/") + "/"
+            reply = await backend.find_files(prefix, LISTED_NOTES - len(notes))
+            notes.extend(
+                types.Resource(
+                    uri=file_uri(f.path),
+                    name=f.relpath,
+                    mime_type=mime_type(f.path),
+                    size=f.size,
+                    annotations=types.Annotations(last_modified=iso(f.last_modified)),
+                )
+                # A root whose name holds glob characters is matched as a glob: keep
+                # only what is really under it.
+                for f in reply.files
+                if f.path.startswith(prefix)
+            )
+            if len(notes) >= LISTED_NOTES:
+                break
+    except Exception as exc:
+        log.info("could not list the notes: %s", exc)
+        return types.ListResourcesResult(resources=[], ttl_ms=0)
+    return types.ListResourcesResult(resources=notes, ttl_ms=0)

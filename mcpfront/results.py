@@ -187,7 +187,8 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
         lines.append("Indexed folders:")
     for r in reply.roots:
         detail = f" ({r.detail})" if r.detail else ""
-        lines.append(f"- {r.path}: {r.state}, {r.files} files{detail}")
+        writable = ", writable (notes can be written here)" if r.writable else ""
+        lines.append(f"- {r.path}: {r.state}, {r.files} files{writable}{detail}")
         if r.warning:
             lines.append(f"  Warning: {r.warning}")
     if reply.skipped:

@@ -152,8 +152,8 @@ STATS: Final = types.Tool(
     name="get_index_stats",
     title="Index status",
     description=(
-        "The indexed folders and their state, file counts, last update, a running scan, "
-        "recent errors. Check it before trusting an empty result."
+        "Indexed folders (state, files, writable), last update, running scan, errors. "
+        "Check it before trusting an empty result."
     ),
     input_schema={"type": "object", "properties": {}},
     output_schema=_object(
@@ -182,6 +182,7 @@ STATS: Final = types.Tool(
                     "detail": _STR,
                     "last_scan": _TIME,
                     "warning": _STR,
+                    "writable": _BOOL,
                 }
             ),
             "daemon": _object(
@@ -255,9 +256,9 @@ FIND_FILES: Final = types.Tool(
     name="find_files",
     title="Find files by name",
     description=(
-        "Indexed files whose path matches a glob, with size and modification time: find "
-        "a file by name or list a folder. Globs are relative to the indexed folders ('*' "
-        "crosses '/'): '*.md', 'notes/*', or a folder path."
+        "Indexed files whose path matches a glob, with their sizes and times: find a file "
+        "by name or list a folder. Globs are relative to the indexed folders ('*' crosses "
+        "'/'): '*.md', 'notes/*', or a folder path."
     ),
     input_schema={
         "type": "object",

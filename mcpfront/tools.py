@@ -1,4 +1,7 @@
-"""The six tools: what a model sees (name, description, schemas, hints) and what they do.
+"""The tools: what a model sees (name, description, schemas, hints) and what they do.
+
+Six read the index; the five note tools (notes.py) are listed only when the daemon has
+a writable root, and are dispatched here like the others.
 
 Schemas are written out by hand rather than derived from function signatures: they are
 the contract with the model, with bounds and descriptions tuned for it, and building
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
-from kbindex.mcpfront import matches, results, schemas
+from kbindex.mcpfront import matches, notes, results, schemas
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
@@ -58,10 +61,23 @@ class Toolbox:
             "find_files": (frozenset(("glob", "limit")), self._find_files),
             "grep": (GREP_ARGUMENTS, self._grep),
         }
+        for name in notes.NAMES:
+            self._handlers[name] = (notes.ARGUMENTS[name], self._note(name))
 
     @staticmethod
-    def definitions() -> list[types.Tool]:
-        return schemas.TOOLS
+    def definitions(*, writable: bool) -> list[types.Tool]:
+        """The tools to list: with the note tools when some root is writable."""
+        return [*schemas.TOOLS, *notes.TOOLS] if writable else schemas.TOOLS
+
+    async def writable(self) -> bool:
+        """Whether the daemon has a writable root now. When it cannot be asked (not
+        running, not answering), no: the list is then what it is without a daemon, the
+        tools that read; the note tools appear in the next list once it answers."""
+        try:
+            return "notes" in await self.backend.capabilities()
+        except Exception as exc:
+            log.debug("could not ask kbindexd for its capabilities: %s", exc)
+            return False
 
     async def call(
         self, name: str, raw: dict[str, Any] | None, progress: ProgressFn
@@ -81,7 +97,7 @@ class Toolbox:
             # the whole MCP session down with it, an error result costs one turn.
             if not isinstance(exc, ArgumentError):
                 log.info("tool %s failed: %s", name, exc)
-            return _error(describe(exc, subject=subject))
+            return _error(describe(exc, subject=subject, changing=name in notes.NAMES))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)],
             structured_content=structured,
@@ -180,6 +196,14 @@ class Toolbox:
             notes=args.notes,
         )
 
+    def _note(self, name: str) -> Callable[[Call], Awaitable[Outcome]]:
+        async def run(call: Call) -> Outcome:
+            request = notes.request(name, call.args)
+            reply = await self.backend.note(request)
+            return notes.result(request, reply, call.args.notes)
+
+        return run
+
 
 class _ProgressTracker:
     """Maps the daemon's per-phase Progress (done/total restart at each phase) onto MCP
@@ -214,7 +238,7 @@ class _ProgressTracker:
 def _subject(raw: dict[str, Any] | None) -> str | None:
     if not raw:
         return None
-    for key in ("path", "filepath", "query", "glob", "path_glob", "pattern"):
+    for key in ("path", "filepath", "query", "glob", "path_glob", "pattern", "src"):
         value = raw.get(key)
         if isinstance(value, str) and value:
             return value

@@ -26,6 +26,7 @@ from kbindex.proto.errors import (
     ConnectionLost,
     DaemonError,
     DaemonUnavailable,
+    RequestTooLarge,
     check_server,
     check_socket_dir,
     checked,
@@ -86,6 +87,8 @@ class BlockingClient:
         """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
         rid = next(self._ids)
         body = _encoder.encode(msgspec.structs.replace(request, id=rid))
+        if len(body) > framing.MAX_REQUEST_BYTES:
+            raise RequestTooLarge(len(body), framing.MAX_REQUEST_BYTES)
         try:
             framing.send_frame(self._sock, body)
         except OSError as exc:

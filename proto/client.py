@@ -32,6 +32,8 @@ from kbindex.proto.errors import (
     ConnectionLost,
     DaemonError,
     DaemonUnavailable,
+    NotSent,
+    RequestTooLarge,
     UntrustedDaemon,
     check_server,
     check_socket_dir,
@@ -74,6 +76,8 @@ __all__ = [
     "ConnectionLost",
     "DaemonError",
     "DaemonUnavailable",
+    "NotSent",
+    "RequestTooLarge",
     "UntrustedDaemon",
 ]
 
@@ -101,6 +105,11 @@ class _Final:
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(AnyReply)
+
+
+def _unsent(cause: ClientError) -> ClientError:
+    """Why a request on a connection already closed fails: it was not sent."""
+    return NotSent(str(cause)) if isinstance(cause, ConnectionLost) else cause
 
 
 class Client:
@@ -183,7 +192,7 @@ class Client:
     async def stream(self, request: Request) -> AsyncIterator[Reply]:
         """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
         if self._closed is not None:
-            raise self._closed
+            raise _unsent(self._closed)
         send, receive = anyio.create_memory_object_stream[Reply | ClientError](64)
         rid = next(self._ids)
         self._pending[rid] = send
@@ -201,7 +210,7 @@ class Client:
     async def request(self, request: Request, expect: type[R]) -> R:
         """Send ``request`` and return its final reply, which must be of type ``expect``."""
         if self._closed is not None:
-            raise self._closed
+            raise _unsent(self._closed)
         final = _Final()
         rid = next(self._ids)
         self._pending[rid] = final
@@ -218,10 +227,13 @@ class Client:
 
     async def _send(self, request: Request, rid: int) -> None:
         body = _encoder.encode(msgspec.structs.replace(request, id=rid))
+        if len(body) > framing.MAX_REQUEST_BYTES:
+            raise RequestTooLarge(len(body), framing.MAX_REQUEST_BYTES)
         try:
             await self._writer.write(body)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
+            # A frame cut short is never read as a request: the daemon did nothing.
+            raise NotSent(f"connection to kbindexd lost: {exc}") from None
 
     # ------------------------------------------------------------ operations
 

@@ -41,6 +41,24 @@ class ConnectionLost(ClientError):
     """Raised for requests in flight when the daemon closes the connection."""
 
 
+class NotSent(ConnectionLost):
+    """The connection was lost before the request was written: the daemon never saw it,
+    so sending it again cannot do it twice (a note written, a line appended)."""
+
+
+class RequestTooLarge(ClientError):
+    """A request larger than the daemon reads (``framing.MAX_REQUEST_BYTES``): refused
+    before a byte is sent, since the daemon would end the connection (and every other
+    request on it) over it."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"the request is {size:,} bytes, over the {limit // 1024:,} KiB one request can carry"
+        )
+        self.size = size
+        self.limit = limit
+
+
 class DaemonError(ClientError):
     """The daemon answered with an error reply."""
 

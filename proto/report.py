@@ -75,6 +75,7 @@ def status(reply: StatusReply, now: float | None = None) -> dict[str, Any]:
                 "detail": r.detail,
                 "last_scan": iso(r.last_scan_at),
                 "warning": r.warning,
+                "writable": r.writable,
             }
             for r in reply.roots
         ],

@@ -182,6 +182,20 @@ async def daemon(make_daemon: Callable[..., Daemon]) -> AsyncIterator[Daemon]:
     d.stop()
 
 
+def with_writable_root(make_daemon: MakeDaemon, base: Path, *extra: str) -> Daemon:
+    """A daemon (not started) over a writable root ``notes`` (``roots[0]``) and a
+    read-only one ``docs`` (``roots[1]``, holding ``manual.md``), made writable the way a
+    user does it: ``[root."..."] writable = true`` in its config file."""
+    writable, readonly = base / "notes", base / "docs"
+    writable.mkdir()
+    write(readonly / "manual.md", "# Manual\nread only text\n")
+    config = base / "config.toml"
+    config.write_text(f'[root."{writable}"]\nwritable = true\n')
+    d = make_daemon(writable, readonly)
+    d.extra_args = ["--config", str(config), *extra]
+    return d
+
+
 def note(name: str, text: str) -> tuple[Seen, Loaded | Skipped]:
     """The file ``name`` under the root ``/r``, as a scan sees it and reading it gives:
     what ``Store.apply`` takes, without a file on disk."""

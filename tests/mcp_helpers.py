@@ -38,16 +38,18 @@ def stdio_params(socket: Path | str, *extra: str) -> StdioServerParameters:
 
 
 @asynccontextmanager
-async def mcp_stdio(socket: Path | str, *extra: str, mode: str = "auto") -> AsyncIterator[Client]:
+async def mcp_stdio(
+    socket: Path | str, *extra: str, mode: str = "auto", **options: Any
+) -> AsyncIterator[Client]:
     """An MCP client session with a freshly spawned ``kbindex-mcp`` over stdio.
 
     Every request is bounded by read_timeout_seconds; closing the session closes the
     front end's stdin, and the SDK kills it if it does not exit by itself. ``mode``
     "legacy" speaks the initialize handshake most clients still use; "auto" negotiates
-    the newest protocol revision.
+    the newest protocol revision. ``options`` go to the Client (a message_handler).
     """
     params = stdio_params(socket, *extra)
-    async with Client(params, read_timeout_seconds=CLIENT_TIMEOUT, mode=mode) as client:
+    async with Client(params, read_timeout_seconds=CLIENT_TIMEOUT, mode=mode, **options) as client:
         yield client
 
 
