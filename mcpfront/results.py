@@ -301,6 +301,8 @@ def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], s
         )
     else:
         head = f"{reply.path} lines {reply.start_line}-{end_line} of {reply.total_lines}"
+        if reply.hash:
+            head += f" (hash {reply.hash}: if_match for a note change)"
         if clipped:
             head += " (line too long, cut short)"
         if next_start is not None:

@@ -491,6 +491,8 @@ class ReadFileReply(Reply, tag="read_file", frozen=True):
     end_line: int
     total_lines: int
     truncated: bool
+    hash: str = ""
+    """In a writable root: the file's content hash, for a note change's ``if_match``."""
 
 
 class FileInfo(msgspec.Struct, kw_only=True):

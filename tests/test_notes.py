@@ -322,3 +322,18 @@ async def test_a_note_written_while_the_index_disk_is_full_is_kept_and_indexed_l
         return await d.search_paths("narwhal") == ["journal.md"]
 
     await wait_for(indexed, timeout=30)  # the daemon's own retries
+
+
+async def test_read_file_gives_the_hash_a_guarded_edit_takes(notes: Daemon) -> None:
+    write(notes.root / "by-hand.md", "typed by the user\n")
+    write(notes.roots[1] / "ro.md", "read only\n")
+    await notes.refresh()
+    async with notes.client() as c:
+        read = await c.request(ReadFile(path=str(notes.root / "by-hand.md")), ReadFileReply)
+        elsewhere = await c.request(ReadFile(path=str(notes.roots[1] / "ro.md")), ReadFileReply)
+    assert read.hash and elsewhere.hash == ""  # only where notes can be changed
+    done = await note(
+        notes, EditNote(path="by-hand.md", old_text="user", new_text="agent", if_match=read.hash)
+    )
+    assert (notes.root / "by-hand.md").read_text() == "typed by the agent\n"
+    assert done.hash != read.hash

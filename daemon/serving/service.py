@@ -31,7 +31,7 @@ from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
 from kbindex.daemon.serving.failures import IndexUnwritable, InvalidArgument, VersionMismatch
-from kbindex.daemon.serving.notes import Notes
+from kbindex.daemon.serving.notes import Notes, content_hash
 from kbindex.daemon.settings import Settings
 from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
@@ -379,6 +379,10 @@ class Service:
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
         )
+        digest = ""
+        if self.settings.writable(located.root):
+            data = await anyio.to_thread.run_sync(located.path.read_bytes)
+            digest = content_hash(data)
         return ReadFileReply(
             path=str(located.path),
             text=text,
@@ -386,6 +390,7 @@ class Service:
             end_line=last,
             total_lines=total,
             truncated=truncated,
+            hash=digest,
         )
 
     def _load(self, path: str, root: str) -> textfile.Loaded:
