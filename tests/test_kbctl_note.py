@@ -88,6 +88,7 @@ async def test_write_edit_append_mv_rm_from_a_shell(notes: Daemon) -> None:
         "lines": 1,
         "size": 11,
         "created": True,
+        "index_error": "",
     }
     kbctl(notes, "note", "append", "log.md", stdin="second entry\n")
     assert (root / "log.md").read_text() == "first entry\nsecond entry\n"
