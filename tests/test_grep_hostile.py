@@ -1,0 +1,114 @@
+"""Hostile greps: patterns built to be slow, huge or refused, and files ripgrep takes
+for binary. Each answers within the grep deadline with a result or a clear
+``bad_pattern`` naming the problem (and where ripgrep points, the position), and the
+daemon keeps serving an ordinary grep afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Daemon, write
+from grep_helpers import Case, grep, needs_rg
+from kbindex.daemon.searching.grep import DEADLINE_SECONDS
+from kbindex.proto.client import DaemonError
+from kbindex.proto.messages import MAX_PATTERN_CHARS, ErrorCode, GrepReply
+
+pytestmark = [pytest.mark.slow, pytest.mark.anyio, needs_rg]
+
+ANSWER_SECONDS = DEADLINE_SECONDS + 5.0
+"""The deadline, plus room for a loaded machine to start ripgrep and reply."""
+
+
+async def _corpus(d: Daemon) -> None:
+    # Input that makes a backtracking engine explode: long runs of "a" without the
+    # "b" or end that a ReDoS pattern wants, and one long line of them.
+    write(d.root / "runs.txt", ("a" * 30 + "\n") * 2000 + "a" * 5000 + "!\n")
+    write(d.root / "plain.txt", "an ordinary needle\n")
+    await d.refresh()
+
+
+async def _still_serving(d: Daemon) -> None:
+    reply = await grep(d, Case("needle"))
+    assert [(Path(ln.path).name, ln.line) for ln in reply.lines] == [("plain.txt", 1)]
+
+
+async def _answer(d: Daemon, case: Case) -> GrepReply | DaemonError:
+    started = time.monotonic()
+    try:
+        result: GrepReply | DaemonError = await grep(d, case)
+    except DaemonError as exc:
+        result = exc
+    assert time.monotonic() - started < ANSWER_SECONDS, case
+    return result
+
+
+@pytest.mark.parametrize(
+    ("pattern", "lines"),
+    [
+        ("(a+)+$", 2000),
+        ("(a|aa)*b", 0),
+        ("(.*a){20}", 2001),
+        ("(a*)*" * (MAX_PATTERN_CHARS // 5), 2002),
+        ("(?:a|a?)+x", 0),
+        ("a" * MAX_PATTERN_CHARS, 1),
+        ("".join(f"(ab{i:03d}|cd{i:03d}" for i in range(80)) + ")" * 80, 0),
+    ],
+    ids=["nested-plus", "alternation-star", "counted-dot-star", "4KB-nested-stars", "optional",
+         "4KB-literal", "nested-alternation"],
+)  # fmt: skip
+async def test_redos_classics_run_in_linear_time(daemon: Daemon, pattern: str, lines: int) -> None:
+    await _corpus(daemon)
+    reply = await _answer(daemon, Case(pattern))
+    assert isinstance(reply, GrepReply) and reply.complete
+    assert reply.total == lines
+    await _still_serving(daemon)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("a{100000}{100000}", "exceeds size limit"),
+        ("(" * MAX_PATTERN_CHARS, "unclosed group"),
+        ("(" * 1000 + "needle" + ")" * 1000, "nested parentheses"),
+        ("[" * MAX_PATTERN_CHARS, "unclosed character class"),
+    ],
+    ids=["huge-repetition", "4KB-open-groups", "deep-groups", "4KB-open-classes"],
+)
+async def test_huge_patterns_get_a_clear_error(daemon: Daemon, pattern: str, says: str) -> None:
+    await _corpus(daemon)
+    reply = await _answer(daemon, Case(pattern))
+    assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
+    assert says in str(reply)
+    await _still_serving(daemon)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        (r"(a)\1", "backreferences are not supported (at character 4 "),
+        (r"zzqqzz(x)\1", "backreferences are not supported (at character 10 "),
+        ("needle(?=s)", "look-around"),
+        ("(?<=an )needle", "look-around"),
+        ("zzqqzz(?!x)", "look-around"),
+        (r"\xZZ", "invalid hexadecimal digit (at character 3 "),
+        (r"\u{110000}", "not a Unicode scalar value"),
+        (r"needle\q", "unrecognized escape sequence (at character 7 "),
+        ("a{2,1}", "invalid repetition count range"),
+        ("[z-a]", "invalid character class range"),
+        (r"\p{Bogus}", "Unicode property not found"),
+        ("needle\nzzqqzz", "the literal"),
+    ],
+)
+async def test_refused_patterns_name_the_problem_and_where(
+    daemon: Daemon, pattern: str, says: str
+) -> None:
+    # Patterns with "zzqqzz" have no candidate file: ripgrep is asked anyway, over
+    # nothing, so the error is the same whether or not a file could match.
+    await _corpus(daemon)
+    reply = await _answer(daemon, Case(pattern))
+    assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
+    assert says in str(reply)
+    await _still_serving(daemon)
