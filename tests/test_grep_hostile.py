@@ -112,3 +112,23 @@ async def test_refused_patterns_name_the_problem_and_where(
     assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
     assert says in str(reply)
     await _still_serving(daemon)
+
+
+@pytest.mark.parametrize(
+    ("case", "at"),
+    [
+        (Case("needle\0"), 7),
+        (Case("\0"), 1),
+        (Case("a\0b", fixed=True), 2),
+        (Case("zzqqzz\0"), 7),
+    ],
+)
+async def test_a_nul_in_the_pattern_is_refused_with_its_position(
+    daemon: Daemon, case: Case, at: int
+) -> None:
+    # The protocol carries any string; a process's arguments cannot hold a NUL.
+    await _corpus(daemon)
+    reply = await _answer(daemon, case)
+    assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
+    assert "NUL" in str(reply) and f"at character {at} " in str(reply)
+    await _still_serving(daemon)

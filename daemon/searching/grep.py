@@ -154,6 +154,13 @@ class Grepper:
         limit: int,
         deadline: float = DEADLINE_SECONDS,
     ) -> Outcome:
+        if "\0" in flags.pattern:
+            # The protocol carries any string; a process's arguments cannot hold a NUL.
+            at = flags.pattern.index("\0") + 1
+            raise BadPattern(
+                f"a NUL character cannot be given to ripgrep (at character {at} of the"
+                " pattern); a regex can say \\x00"
+            )
         rg = self.rg
         outcome = Outcome(candidates=len(found.paths), scanned_all=found.scanned_all)
         if not found.paths:
