@@ -132,3 +132,23 @@ async def test_a_nul_in_the_pattern_is_refused_with_its_position(
     assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
     assert "NUL" in str(reply) and f"at character {at} " in str(reply)
     await _still_serving(daemon)
+
+
+async def test_a_file_ripgrep_finds_binary_gives_no_lines_and_spoils_no_other(
+    daemon: Daemon,
+) -> None:
+    """A NUL past the 8 KiB the indexer samples: the file is indexed as text, and
+    ripgrep, given it by name, prints "PATH: binary file matches (...)" instead of
+    its lines (no NUL after the path). ``rg -uu`` prints nothing for it; the next
+    file's lines keep their own path."""
+    daemon.extra_args = ["--include-ext", "*"]
+    daemon.stop()
+    write(daemon.root / "a late nul.txt", b"needle early\n" + b"x" * 9000 + b"\n\0\nneedle\n")
+    write(daemon.root / "b.txt", "one needle\nand a second needle\n")
+    await daemon.start()
+    reply = await grep(daemon, Case("needle"))
+    assert [(ln.path, ln.line, ln.text) for ln in reply.lines] == [
+        (str(daemon.root / "b.txt"), 1, "one needle"),
+        (str(daemon.root / "b.txt"), 2, "and a second needle"),
+    ]
+    assert (reply.total, reply.files) == (2, 1)
