@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
 from kbindex.daemon.searching.grep import DEADLINE_SECONDS
+from kbindex.proto import framing
 from kbindex.proto.client import DaemonError
-from kbindex.proto.messages import MAX_PATTERN_CHARS, ErrorCode, GrepReply
+from kbindex.proto.messages import MAX_PATTERN_CHARS, ErrorCode, ErrorReply, GrepReply
+from raw_socket import RawConnection
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, needs_rg]
 
@@ -131,6 +134,24 @@ async def test_a_nul_in_the_pattern_is_refused_with_its_position(
     reply = await _answer(daemon, case)
     assert isinstance(reply, DaemonError) and reply.code == ErrorCode.BAD_PATTERN, reply
     assert "NUL" in str(reply) and f"at character {at} " in str(reply)
+    await _still_serving(daemon)
+
+
+@pytest.mark.parametrize("raw", [b"\xff", b"needle\xed\xa0\x80", b"\xc3"])
+async def test_a_pattern_that_is_not_utf8_gets_an_error_reply(daemon: Daemon, raw: bytes) -> None:
+    """A msgpack string holding bytes that are not UTF-8 (a lone surrogate, a cut
+    sequence): an invalid_argument reply on the same connection, which stays open."""
+    await _corpus(daemon)
+    body = msgspec.msgpack.encode({"op": "grep", "id": 7, "pattern": "PLACEHOLDER"})
+    body = body.replace(b"\xabPLACEHOLDER", bytes([0xA0 | len(raw)]) + raw)
+    with RawConnection(daemon.socket) as conn:
+        conn.send_raw(framing.pack(body))
+        reply = conn.recv()
+        assert isinstance(reply, ErrorReply) and reply.id == 7, reply
+        assert reply.code == ErrorCode.INVALID_ARGUMENT and "UTF-8" in reply.message
+        conn.send({"op": "grep", "id": 8, "pattern": "needle"})
+        again = conn.recv()
+        assert isinstance(again, GrepReply) and again.total == 1
     await _still_serving(daemon)
 
 
