@@ -173,6 +173,13 @@ class Grepper:
         limit: int,
         deadline: float = DEADLINE_SECONDS,
     ) -> Outcome:
+        if "\0" in flags.pattern:
+            # The protocol carries any string; a process's arguments cannot hold a NUL.
+            at = flags.pattern.index("\0") + 1
+            raise BadPattern(
+                f"a NUL character cannot be given to ripgrep (at character {at} of the"
+                " pattern); a regex can say \\x00"
+            )
         rg = self.rg
         outcome = Outcome(candidates=len(found.paths), scanned_all=found.scanned_all)
         if not found.paths:
@@ -312,8 +319,13 @@ def _with_context(lines: list[Line], before: int, after: int) -> list[Line]:
 def _clip(raw: bytes, column: int) -> tuple[str, int]:
     """The line as text, cut to GREP_LINE_CHARS around its first match, and that
     match's column in characters."""
-    text = raw.decode("utf-8", "replace")
-    at = len(raw[: column - 1].decode("utf-8", "replace")) + 1 if column else 0
+    try:
+        text = raw.decode("utf-8")
+        at = len(raw[: column - 1].decode("utf-8", "replace")) + 1 if column else 0
+    except UnicodeDecodeError:
+        # Not UTF-8: a file the index read as cp1252 (ripgrep prints its bytes as they
+        # are), shown as read_file and search show it; one byte is one character.
+        text, at = raw.decode("cp1252", "replace"), column
     if len(text) <= GREP_LINE_CHARS:
         return text, at
     start = max(0, min(at - 1 - GREP_LINE_CHARS // 3, len(text) - GREP_LINE_CHARS))

@@ -15,6 +15,7 @@ order given, so a prefix of the output is a prefix of the answer.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sysconfig
 from dataclasses import dataclass
@@ -83,6 +84,15 @@ class Flags:
         return [*args, "--regexp", self.pattern, "--"]
 
 
+_BINARY_NOTICE: Final = re.compile(
+    rb'[^\0]*?: binary file matches \(found "[^"\n]*" byte around offset \d+\)\n'
+)
+"""What ripgrep prints instead of the lines of a file it finds binary (a NUL past the
+8 KiB the indexer samples, or a pending file not read yet): the path and ``: ``, no
+NUL. ``rg -uu`` prints nothing for such a file, and the path must not be taken for
+the start of the next file's record."""
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One line of output: a match or context line, a file's count, or a file."""
@@ -100,6 +110,10 @@ def parse(out: bytes, *, counts: bool = False, files_only: bool = False) -> list
     records: list[Record] = []
     pos, end = 0, len(out)
     while pos < end:
+        notice = _BINARY_NOTICE.match(out, pos)
+        if notice is not None:
+            pos = notice.end()
+            continue
         nul = out.find(b"\0", pos)
         if nul < 0:
             break

@@ -36,6 +36,9 @@ MAX_TRIGRAMS: Final = 12
 fewer constraints only ever admit more candidates."""
 _CLASS_LIMIT: Final = 8
 """A bracketed class of at most this many (folded) characters keeps an exact set."""
+MAX_DEPTH: Final = 16
+"""Deepest AND/OR nesting a query keeps: FTS5's expression parser overflows its stack
+past about 30 levels, which nested alternations ripgrep accepts reach."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,21 @@ def either(a: Query, b: Query) -> Query:
         return a
     parts = (a.parts if isinstance(a, Or) else {a}) | (b.parts if isinstance(b, Or) else {b})
     return Or(frozenset(parts))
+
+
+def bounded(query: Query, depth: int = MAX_DEPTH) -> Query:
+    """``query`` with what nests deeper than ``depth`` cut off: a part that requires
+    nothing only ever admits more candidates."""
+    if not isinstance(query, And | Or):
+        return query
+    if depth == 0:
+        return ANY
+    combine = both if isinstance(query, And) else either
+    parts = [bounded(p, depth - 1) for p in query.parts]
+    result = parts[0]
+    for part in parts[1:]:
+        result = combine(result, part)
+    return result
 
 
 def of_string(s: str) -> Query:
@@ -138,15 +156,16 @@ def required(pattern: str, *, fixed: bool = False, ignore_case: bool = False) ->
         info = _EMPTY
         for ch in pattern:
             info = _concat(info, _literal(ch, ignore_case))
-        return info.settled()
+        return bounded(info.settled())
     try:
         parser = _Parser(pattern, ignore_case)
         info = parser.alternation()
         if parser.pos != len(pattern):
             raise _Unsupported
-    except (_Unsupported, IndexError, ValueError):
+    except (_Unsupported, IndexError, ValueError, RecursionError):
+        # RecursionError: groups nested past Python's stack (ripgrep refuses past 250).
         return ANY
-    return info.settled()
+    return bounded(info.settled())
 
 
 def _literal(ch: str, ignore_case: bool) -> _Info:

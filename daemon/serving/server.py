@@ -64,6 +64,7 @@ Handler = Callable[[Request, Callable[[Reply], Awaitable[None]]], Awaitable[Repl
 _encoder = msgspec.msgpack.Encoder()
 _envelope = msgspec.msgpack.Decoder(Envelope)
 _request = msgspec.msgpack.Decoder(AnyRequest)
+_NOT_UTF8: Final = "a string is not valid UTF-8"
 
 
 def decode_request(body: bytes) -> Request | ErrorReply:
@@ -72,6 +73,8 @@ def decode_request(body: bytes) -> Request | ErrorReply:
         envelope = _envelope.decode(body)
     except msgspec.DecodeError as exc:
         return ErrorReply(code=ErrorCode.BAD_FRAME, message=f"malformed frame: {exc}")
+    except UnicodeDecodeError:  # msgspec's error for a string that is not UTF-8
+        return ErrorReply(code=ErrorCode.BAD_FRAME, message=f"malformed frame: {_NOT_UTF8}")
     except RecursionError:
         return ErrorReply(code=ErrorCode.BAD_FRAME, message="malformed frame: nested too deeply")
     if envelope.op not in REQUEST_OPS:
@@ -87,6 +90,12 @@ def decode_request(body: bytes) -> Request | ErrorReply:
             id=envelope.id,
             code=ErrorCode.INVALID_ARGUMENT,
             message=f"invalid {envelope.op} request: {exc}",
+        )
+    except UnicodeDecodeError:
+        return ErrorReply(
+            id=envelope.id,
+            code=ErrorCode.INVALID_ARGUMENT,
+            message=f"invalid {envelope.op} request: {_NOT_UTF8}",
         )
     except RecursionError:
         return ErrorReply(
