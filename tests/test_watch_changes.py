@@ -119,3 +119,17 @@ def test_the_backoff_memory_stays_bounded(clock: Clock) -> None:
         clock.now += 0.2
         q.take()
     assert len(q._recent) <= changes_mod.RECENT_CAP
+
+
+def test_a_taken_batch_stays_pending_for_grep_until_it_is_applied(clock: Clock) -> None:
+    """grep reads every pending path whatever the index says; a path taken for indexing
+    but not yet written is in neither, so it stays pending until ``applied``."""
+    q = Changes(clock=clock)
+    q.add("/r", "/r/a.md")
+    q.add_move("/r", "/r/old.md", "/r", "/r/new.md", is_dir=False)
+    clock.now += 10
+    batch = q.take()
+    assert batch.paths and batch.moves
+    assert set(q.pending()) == {("/r", "/r/a.md"), ("/r", "/r/old.md"), ("/r", "/r/new.md")}
+    q.applied()
+    assert q.pending() == []

@@ -99,6 +99,12 @@ def lineage(path: str, root: str) -> Iterator[str]:
         path = os.path.dirname(path)
 
 
+def _ends(moves: list[Move]) -> list[tuple[str, str]]:
+    """(root, path) of both ends of each move that lie in a root."""
+    pairs = [((m.src_root, m.src), (m.dest_root, m.dest)) for m in moves]
+    return [(r, p) for pair in pairs for r, p in pair if r]
+
+
 def backoff(streak: int) -> float:
     if streak < HOT_STREAK:
         return 0.0
@@ -116,6 +122,8 @@ class Changes:
         self._counts: Counter[str] = Counter()
         self._rescans: dict[str, _Entry] = {}
         self._moves: list[Move] = []
+        self._applying: list[tuple[str, str]] = []
+        """(root, path) of the last batch taken, until ``applied``: grep reads them."""
         self._recent: dict[str, tuple[float, int]] = {}
         self._dirty = False
         self._event: anyio.Event | None = None
@@ -263,8 +271,16 @@ class Changes:
                 batch.paths.append((entry.root, path, entry.first))
             if len(self._recent) > RECENT_CAP:
                 self._forget_cold(now)
+            self._applying = [(root, path) for root, path, _ in batch.paths]
+            self._applying += [(root, root) for root, _ in batch.rescans]
+            self._applying += _ends(batch.moves)
         batch.next_due = None if next_due == math.inf else next_due
         return batch
+
+    def applied(self) -> None:
+        """The batch taken last is in the index (or failed and was rescheduled)."""
+        with self._lock:
+            self._applying = []
 
     def _due(self, key: str, entry: _Entry) -> float:
         if entry.urgent:
@@ -327,13 +343,11 @@ class Changes:
 
     def pending(self) -> list[tuple[str, str]]:
         """(root, path) of every change not indexed yet: files, directories, whole
-        roots (a rescan) and both ends of moves."""
+        roots (a rescan) and both ends of moves, queued or in the batch being applied."""
         with self._lock:
             found = [(e.root, p) for p, e in self._paths.items()]
             found += [(root, root) for root in self._rescans]
-            for m in self._moves:
-                found += [(r, p) for r, p in ((m.src_root, m.src), (m.dest_root, m.dest)) if r]
-            return found
+            return found + _ends(self._moves) + self._applying
 
     def forget_root(self, root: str) -> None:
         with self._lock:

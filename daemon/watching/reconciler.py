@@ -62,6 +62,7 @@ class Reconciler:
                 for root in roots:
                     self.changes.rescan(root, evented=True)
             finally:
+                self.changes.applied()
                 self.health.applying = 0
 
     async def apply(self, batch: Batch) -> None:
