@@ -24,10 +24,12 @@ from subprocess import DEVNULL, PIPE
 from typing import Final
 
 from kbindex.daemon.indexing.documents import GRAMS, as_json
+from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path, real_path
 from kbindex.daemon.searching import ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
 from kbindex.daemon.storage.store import is_damage
+from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import GREP_LINE_CHARS
 
 DEADLINE_SECONDS: Final = 10.0
@@ -126,6 +128,19 @@ def candidates(
     finally:
         conn.set_progress_handler(None, 0)
     return Candidates(sorted({p for (p,) in rows}), match is None)
+
+
+def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:
+    """Paths with changes not indexed yet, and of them the files that exist and the
+    rules admit (path, relpath), at most PENDING_PATHS checked: grep reads them whatever
+    the index says (past the bound, ``candidates`` reads every file anyway)."""
+    found = changes.pending() if changes else []
+    new: list[tuple[str, str]] = []
+    for root, path in found[:PENDING_PATHS]:
+        ruled_out = path == root or not os.path.isfile(path)
+        if not ruled_out and rules.explain(root, path) is None:
+            new.append((path, path[len(root) + 1 :]))
+    return [p for _, p in found], new
 
 
 def _chunks(paths: list[str]) -> Iterator[list[str]]:

@@ -91,9 +91,6 @@ CAPABILITIES: Final = [
     "roots.add_remove",
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
-PENDING_CHECKED: Final = 1000
-"""Pending files grep checks against the rules, at most (a checkout can queue more;
-they are read once indexed)."""
 READERS: Final = 8
 """Threads reading the index for requests (``Service.readers``), at most."""
 
@@ -114,7 +111,6 @@ class Service:
         *,
         readers: Executor,
         changes: Changes | None = None,
-        grepper: grep.Grepper | None = None,
     ) -> None:
         self.control = control
         self.store = store
@@ -125,7 +121,7 @@ class Service:
         self.recovery = recovery
         self.changes = changes
         self.readers = readers
-        self.grepper = grepper or grep.Grepper()
+        self.grepper = grep.Grepper()
         self.notes = Notes(control, roots, indexer)
         """The threads the reads of the index run in (READERS of them)."""
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
@@ -288,7 +284,8 @@ class Service:
         query = trigrams.required(
             request.pattern, fixed=request.fixed, ignore_case=request.ignore_case
         )
-        pending, new = await anyio.to_thread.run_sync(self._pending)
+        changes, rules = self.changes, self.indexer.rules
+        pending, new = await anyio.to_thread.run_sync(grep.pending, changes, rules)
         found = await self._read(grep.candidates, query, request.path, pending, new)
         flags = ripgrep.Flags(
             request.pattern,
@@ -302,17 +299,6 @@ class Service:
         )
         outcome = await self.grepper.run(flags, found, limit)
         return replies.grep_reply(outcome, replies.freshness(self.health))
-
-    def _pending(self) -> tuple[list[str], list[tuple[str, str]]]:
-        """Paths with changes not indexed yet, and of them the files that exist and
-        the rules admit (path, relpath): grep reads them whatever the index says."""
-        pending = self.changes.pending() if self.changes else []
-        new: list[tuple[str, str]] = []
-        for root, path in pending[:PENDING_CHECKED]:
-            ruled_out = path == root or not os.path.isfile(path)
-            if not ruled_out and self.indexer.rules.explain(root, path) is None:
-                new.append((path, path[len(root) + 1 :]))
-        return [p for _, p in pending], new
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
         # A client sending Refresh(wait=False) in a loop would queue a refresh per request
