@@ -220,6 +220,7 @@ async def test_refusals_name_the_problem(notes: Daemon, tmp_path: Path) -> None:
     assert not (notes.root / "big.md").exists()
 
 
+@pytest.mark.slow
 async def test_the_watcher_does_not_read_a_written_note_again(notes: Daemon) -> None:
     async with notes.client() as c:
         before = (await c.status()).files_read
