@@ -35,6 +35,8 @@ from kbindex.proto.messages import GREP_LINE_CHARS
 DEADLINE_SECONDS: Final = 10.0
 CHUNK_FILES: Final = (16, 64, 256, 1024, 4096)
 """Files per ripgrep run, growing; the last size repeats."""
+ONE_RUN_BYTES: Final = 16 << 20
+"""Candidates of at most this many bytes are read by one ripgrep process."""
 CHUNK_ARGV_BYTES: Final = 512 << 10
 """Bytes of file names per run, at most (Linux allows 2 MB of arguments in all)."""
 CHUNK_OUTPUT_BYTES: Final = 16 << 20
@@ -77,6 +79,8 @@ class Candidates:
     paths: list[str]
     """Display paths (``textfile.display_path``), sorted."""
     scanned_all: bool
+    size: int = 0
+    """Their bytes, as last indexed (new files count nothing)."""
 
 
 PENDING_PATHS: Final = 1000
@@ -101,23 +105,23 @@ def candidates(
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
         if match is None:
-            sql = f"SELECT f.path FROM files f WHERE {indexed}"
+            sql = f"SELECT f.path, f.size FROM files f WHERE {indexed}"
             rows = conn.execute(sql, params).fetchall()
         else:
             # Driven from the trigram table: a selective pattern admits a few rowids.
             sql = (
-                f"SELECT f.path FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
+                f"SELECT f.path, f.size FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
                 f" WHERE {GRAMS} MATCH ? AND {indexed}"
             )
             rows = conn.execute(sql, [match, *params]).fetchall()
             under = (
-                "SELECT f.path FROM files f"
+                "SELECT f.path, f.size FROM files f"
                 f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
             )
             for p in pending:
                 rows += conn.execute(under, [p, p + "/", p + "0", *params]).fetchall()
         rows += conn.execute(
-            "SELECT f.path FROM (SELECT value->>0 AS path, value->>1 AS relpath"
+            "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
             f" FROM json_each(?)) f WHERE {cond}",
             [as_json(new), *params],
         ).fetchall()
@@ -127,7 +131,8 @@ def candidates(
         raise TooSlow("finding the candidate files took too long; narrow the path") from None
     finally:
         conn.set_progress_handler(None, 0)
-    return Candidates(sorted({p for (p,) in rows}), match is None)
+    sizes = dict(rows)
+    return Candidates(sorted(sizes), match is None, sum(sizes.values()))
 
 
 def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:
@@ -143,9 +148,9 @@ def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], lis
     return [p for _, p in found], new
 
 
-def _chunks(paths: list[str]) -> Iterator[list[str]]:
-    sizes = iter(CHUNK_FILES)
-    size = next(sizes)
+def _chunks(paths: list[str], first: int) -> Iterator[list[str]]:
+    sizes = iter(CHUNK_FILES[1:])
+    size = first
     chunk: list[str] = []
     argv_bytes = 0
     for path in paths:
@@ -154,7 +159,7 @@ def _chunks(paths: list[str]) -> Iterator[list[str]]:
         if len(chunk) >= size or argv_bytes >= CHUNK_ARGV_BYTES:
             yield chunk
             chunk, argv_bytes = [], 0
-            size = next(sizes, size)
+            size = max(next(sizes, size), size)  # growing, never below ``first``
     if chunk:
         yield chunk
 
@@ -203,7 +208,10 @@ class Grepper:
         kept = 0
         loop = asyncio.get_running_loop()
         give_up = loop.time() + deadline
-        chunks = _chunks(found.paths)
+        # A selective pattern's few candidates go to one process: each costs ~4 ms to
+        # start, and there is no early answer to gain from a small chunk first.
+        one = not found.scanned_all and found.size <= ONE_RUN_BYTES
+        chunks = _chunks(found.paths, first=len(found.paths) if one else CHUNK_FILES[0])
         ahead: asyncio.Task[_Run] | None = None
         try:
             ahead = self._start(rg, flags, next(chunks), counts=False)

@@ -31,7 +31,7 @@ from kbindex.daemon.indexing.grams import tokens
 
 MAX_EXACT: Final = 16
 """Most strings an exact set holds before it becomes a query (Cox uses 16 too)."""
-MAX_TRIGRAMS: Final = 12
+MAX_TRIGRAMS: Final = 32
 """Most trigrams one string contributes: a 4 KB literal needs no 4,000-term AND, and
 fewer constraints only ever admit more candidates."""
 _CLASS_LIMIT: Final = 8
