@@ -84,7 +84,7 @@ class Case:
         )
 
     def label(self) -> str:
-        return " ".join([*self.flags(), repr(self.pattern)])
+        return " ".join([*self.flags(), f"'{self.pattern}'"])
 
     def request(self) -> Grep:
         return Grep(
@@ -414,17 +414,18 @@ def verdict(kind: str, speedup: float) -> str:
     return ""
 
 
-def table(results: dict[str, Any]) -> str:
+def rows(results: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The header and a row per pattern."""
     header = (
         "pattern", "kbindexd p50 / p99", "rg -uu p50", "x", "rg same files p50", "x",
         "candidates", "total", "complete", "= rg", "target",
     )  # fmt: skip
-    rows = [header]
+    out: list[tuple[str, ...]] = [header]
     for case in results["cases"]:
         r = case["measured"]
         k, rg = r["kbindexd"], r["rg"]
         same = r.get("rg_same_files")
-        rows.append(
+        out.append(
             (
                 f"{case['kind']}: {case['label']}",
                 f"{k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms",
@@ -439,17 +440,20 @@ def table(results: dict[str, Any]) -> str:
                 verdict(case["kind"], rg["p50_ms"] / k["p50_ms"]),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
+    return out
+
+
+def table(results: dict[str, Any]) -> str:
+    cells = rows(results)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(line.rstrip() for line in lines)
 
 
 def markdown(results: dict[str, Any]) -> str:
-    lines = table(results).splitlines()
-    del lines[1]
-    cells = [re.split(r"\s{2,}", line) for line in lines]
-    md = ["| " + " | ".join(c) + " |" for c in cells]
+    cells = rows(results)
+    md = ["| " + " | ".join(row) + " |" for row in cells]
     md.insert(1, "|" + " --- |" * len(cells[0]))
     return "\n".join(md)
 
