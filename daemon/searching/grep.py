@@ -283,6 +283,14 @@ class Grepper:
     @staticmethod
     def _take(outcome: Outcome, flags: ripgrep.Flags, run: _Run, limit: int, kept: int) -> int:
         """Adds one run's records to ``outcome`` in path order; returns the lines kept."""
+        if run.counts and not flags.files_only:
+            # Runs that only count start once ``limit`` lines are kept: their totals
+            # alone, without a record per file (a no-trigram grep has one per file).
+            lines, files = ripgrep.counted(run.out)
+            outcome.total += lines
+            outcome.files += files
+            outcome.truncated = outcome.truncated or lines > 0
+            return kept
         records = ripgrep.parse(run.out, counts=run.counts, files_only=flags.files_only)
         records.sort(key=lambda r: (r.path, r.line))
         seen: bytes | None = None
@@ -296,11 +304,6 @@ class Grepper:
                     kept += 1
                 else:
                     outcome.truncated = True
-                continue
-            if run.counts:  # runs that only count start once ``limit`` lines are kept
-                outcome.total += record.count
-                outcome.files += 1
-                outcome.truncated = True
                 continue
             is_match = record.column > 0
             if is_match:

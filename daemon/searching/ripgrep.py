@@ -139,6 +139,17 @@ def parse(out: bytes, *, counts: bool = False, files_only: bool = False) -> list
     return records
 
 
+def counted(out: bytes) -> tuple[int, int]:
+    """(matching lines, files) of ``--count`` output, without a record per file."""
+    lines = files = 0
+    for row in out.split(b"\n"):
+        _, nul, count = row.rpartition(b"\0")
+        if nul and count.isdigit():  # a "binary file matches" notice has no NUL
+            lines += int(count)
+            files += 1
+    return lines, files
+
+
 def _split_number(data: bytes) -> tuple[int, bytes, bytes]:
     i = 0
     while i < len(data) and 48 <= data[i] <= 57:
