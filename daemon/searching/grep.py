@@ -77,7 +77,7 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class Candidates:
     paths: list[str]
-    """Display paths (``textfile.display_path``), sorted."""
+    """Display paths (``textfile.display_path``), sorted folder by folder."""
     scanned_all: bool
     size: int = 0
     """Their bytes, as last indexed (new files count nothing)."""
@@ -132,7 +132,10 @@ def candidates(
     finally:
         conn.set_progress_handler(None, 0)
     sizes = dict(rows)
-    return Candidates(sorted(sizes), match is None, sum(sizes.values()))
+    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
+    # would put '-' before '/').
+    ordered = sorted(sizes, key=lambda p: p.split("/"))
+    return Candidates(ordered, match is None, sum(sizes.values()))
 
 
 def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:
@@ -292,7 +295,7 @@ class Grepper:
             outcome.truncated = outcome.truncated or lines > 0
             return kept
         records = ripgrep.parse(run.out, counts=run.counts, files_only=flags.files_only)
-        records.sort(key=lambda r: (r.path, r.line))
+        records.sort(key=lambda r: (r.path.split(b"/"), r.line))
         seen: bytes | None = None
         for record in records:
             path = display_path(os.fsdecode(record.path))
