@@ -5,10 +5,11 @@
    the query, never after a limit), plus every file with a change still pending, so
    an answer is never staler than the files. A pattern with no usable trigram reads
    every indexed file (``scanned_all``).
-2. ``Grepper.run`` hands the candidates, in path order, to ripgrep in chunks (small
-   first, so that a pattern matching everywhere answers from the first few files),
-   two processes at a time. Once ``limit`` lines are in hand, later chunks only count
-   (``--count``), so totals stay exact without reading every line back.
+2. ``Grepper.run`` hands the candidates, in ripgrep's path order, to ripgrep: a few
+   MB of them to one process; more in chunks (small first, so that a pattern matching
+   everywhere answers from the first few files), two processes at a time. Once
+   ``limit`` lines are in hand, later chunks only count (``--count``), so totals stay
+   exact without reading every line back.
 3. A deadline and a cap on one chunk's output bound the work: past either, the reply
    says it is incomplete and its total a lower bound.
 """
