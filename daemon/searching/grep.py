@@ -295,7 +295,7 @@ class Grepper:
             outcome.files += files
             outcome.truncated = outcome.truncated or lines > 0
             return kept
-        records = ripgrep.parse(run.out, counts=run.counts, files_only=flags.files_only)
+        records = ripgrep.parse(run.out, files_only=flags.files_only)
         records.sort(key=lambda r: (r.path.split(b"/"), r.line))
         seen: bytes | None = None
         for record in records:

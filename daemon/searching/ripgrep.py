@@ -95,18 +95,18 @@ the start of the next file's record."""
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One line of output: a match or context line, a file's count, or a file."""
+    """One line of output: a match or context line, or a file (``-l``)."""
 
     path: bytes
     line: int = 0
     column: int = 0
     """Of the first match, in bytes, 1-based; 0 for context lines."""
     text: bytes = b""
-    count: int = 0
 
 
-def parse(out: bytes, *, counts: bool = False, files_only: bool = False) -> list[Record]:
-    """The records of complete output (a cut-off last record is dropped)."""
+def parse(out: bytes, *, files_only: bool = False) -> list[Record]:
+    """The records of complete output (a cut-off last record is dropped); ``--count``
+    output is read by ``counted``."""
     records: list[Record] = []
     pos, end = 0, len(out)
     while pos < end:
@@ -127,9 +127,6 @@ def parse(out: bytes, *, counts: bool = False, files_only: bool = False) -> list
             break
         rest = out[nul + 1 : eol]
         pos = eol + 1
-        if counts:
-            records.append(Record(path, count=int(rest)))
-            continue
         number, sep, tail = _split_number(rest)
         if sep == b":":
             column, _, text = _split_number(tail)

@@ -43,8 +43,6 @@ from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, W
 
 log = logging.getLogger(__name__)
 
-TEMP_MARK: Final = WRITING_MARK
-"""In the name of a note being written (``.NAME.kbindex-tmp-XXXX``); never indexed."""
 HASH_CHARS: Final = 16
 NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
 
@@ -362,7 +360,7 @@ def _replace(path: Path, data: bytes) -> None:
         mode = 0o666 & ~_umask()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{TEMP_MARK}", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{WRITING_MARK}", dir=path.parent)
     except OSError as exc:
         raise NoteError(_code(exc), f"cannot write {path.name}: {exc.strerror}") from None
     try:

@@ -121,9 +121,9 @@ class Service:
         self.recovery = recovery
         self.changes = changes
         self.readers = readers
+        """The threads the reads of the index run in (READERS of them)."""
         self.grepper = grep.Grepper()
         self.notes = Notes(control, roots, indexer)
-        """The threads the reads of the index run in (READERS of them)."""
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
 
