@@ -131,7 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=10, help="results to show (1-100)")
     p.add_argument("--path", metavar="GLOB", help="only paths matching a glob or prefix")
     p.add_argument(
-        "--mode", default="auto", choices=("auto", "all", "any", "raw"), help="query mode"
+        "--mode",
+        default="auto",
+        choices=("auto", "words", "all", "any", "raw", "hybrid", "semantic"),
+        help="auto: hybrid where search by meaning is on, else words; words: every term, then any",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_search)

@@ -13,6 +13,7 @@ from kbindex.proto.messages import (
     FindFilesReply,
     Progress,
     SearchReply,
+    SemanticStatus,
     StatusReply,
 )
 from kbindex.proto.report import ago
@@ -64,6 +65,8 @@ def status(reply: StatusReply) -> str:
         lines.append(f"INDEX NOT WRITABLE, answers may be out of date: {reply.index_error}")
     if reply.config_error:
         lines.append(f"CONFIG RELOAD REFUSED, running on the previous one: {reply.config_error}")
+    if reply.semantic is not None:
+        lines.append(_meaning(reply.semantic))
     if not reply.roots:
         lines.append("no roots: add one with kbctl roots add PATH")
     else:
@@ -79,10 +82,20 @@ def status(reply: StatusReply) -> str:
     return "\n".join(lines)
 
 
+def _meaning(s: SemanticStatus) -> str:
+    line = f"meaning: {s.state}"
+    if s.state in ("embedding", "ready", "loading"):
+        line += f", {s.model}, {s.files:,} files / {s.passages:,} passages, {s.size_mb:,.1f} MB"
+    if s.backlog:
+        line += f", {s.backlog:,} file(s) to embed at {s.rate:,.1f} passages/s"
+    return line + (f" ({s.detail})" if s.detail else "")
+
+
 def search(reply: SearchReply, *, color: bool) -> str:
     """``color``: matches in bold (unless NO_COLOR is set), else marked ``⟦ ⟧``."""
+    notes = [f"note: {n}" for n in reply.notes]
     if not reply.hits:
-        return "no matches"
+        return "\n".join(["no matches", *notes])
     bold = color and not os.environ.get("NO_COLOR")
     out: list[str] = []
     for hit in reply.hits:
@@ -94,6 +107,7 @@ def search(reply: SearchReply, *, color: bool) -> str:
     shown = len(reply.hits)
     more = f", showing {shown}" if reply.truncated else ""
     out.append(f"{reply.total_hits:,} match{'es' if reply.total_hits != 1 else ''}{more}")
+    out += notes
     return "\n".join(out)
 
 

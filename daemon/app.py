@@ -27,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, suppress
 from functools import partial
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -36,6 +37,10 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.semantic import meaning as semantic
+from kbindex.daemon.semantic.embedder import Embedder
+from kbindex.daemon.semantic.encoder import Encoder
+from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
 from kbindex.daemon.serving.control import Control
 from kbindex.daemon.serving.instance import AlreadyRunning, Instance, UnsafeDirectory
@@ -121,6 +126,7 @@ async def _serve(
         poll_seconds=settings.poll_interval_seconds,
     )
     control = Control(settings, roots, indexer, health, changes, watcher)
+    meaning = _meaning(control, store, health)
     async with anyio.create_task_group() as tg:
         recovery = Recovery(indexer, health, tg)
         indexer.on_damage = recovery.damaged
@@ -134,6 +140,7 @@ async def _serve(
             recovery,
             readers=readers,
             changes=changes,
+            meaning=meaning,
         )
         server = Server(
             service.handle,
@@ -162,6 +169,27 @@ async def _serve(
         tg.start_soon(Reconciler(indexer, roots, changes, health).run)
         tg.start_soon(_rescan_forever, indexer, lambda: control.settings.scan_interval_seconds)
         tg.start_soon(_retry_unwritable, indexer)
+        if meaning.embedder is not None:
+            tg.start_soon(meaning.embedder.run)
+
+
+def _meaning(control: Control, store: Store, health: Health) -> semantic.Meaning:
+    """Search by meaning, when its extra is installed: it waits for the setting to be on
+    and for the first scan before it loads anything."""
+
+    def enabled() -> bool:
+        return control.settings.semantic != "off"
+
+    if not semantic.installed():
+        return semantic.Meaning(None, enabled)
+
+    def eligible(root: str, size: int) -> bool:
+        settings = control.settings
+        return settings.embeds(Path(root)) and size <= settings.semantic_max_file_mb * (1 << 20)
+
+    vectors = VectorFile(control.settings.state_dir / "vectors.sqlite3")
+    embedder = Embedder(store, Encoder(), vectors, health, eligible, enabled)
+    return semantic.Meaning(embedder, enabled)
 
 
 async def _rescan_forever(indexer: Indexer, interval_of: Callable[[], float]) -> None:

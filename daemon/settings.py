@@ -32,7 +32,10 @@ WATCH_MODES = ("auto", "poll", "off")
 cheap list+stat reconcile every ``poll_interval_seconds`` (network filesystems, where
 inotify sees no changes made on other machines); ``off``: only the periodic scan
 (status says so), for scripted runs that refresh explicitly."""
-ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable"})
+SEMANTIC_MODES = ("auto", "off")
+"""``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
+(nothing of it is loaded)."""
+ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable", "semantic"})
 
 
 class SettingsError(Exception):
@@ -52,6 +55,8 @@ class RootOptions:
     """``auto``, ``poll`` or ``off``; None: the global ``watch`` setting."""
     writable: bool = False
     """Whether clients may create, edit, move and delete notes here (``serving.notes``)."""
+    semantic: str | None = None
+    """``auto`` or ``off``; None: the global ``semantic`` setting."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,9 @@ class Settings:
     root_options: tuple[RootOptions, ...] = ()
     roots_source: str = "config"
     """Where ``roots`` came from: ``arguments``, ``environment`` or ``config``."""
+    semantic: str = "auto"
+    semantic_max_file_mb: float = 1.0
+    """Larger files are searched by words only: embedding is the costly part."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -88,6 +96,10 @@ class Settings:
 
     def writable(self, root: Path) -> bool:
         return self.options_for(root).writable
+
+    def embeds(self, root: Path) -> bool:
+        """Whether files of ``root`` are to be searched by meaning too."""
+        return (self.options_for(root).semantic or self.semantic) != "off"
 
     @property
     def max_file_bytes(self) -> int:
@@ -174,6 +186,10 @@ def _watch(given: Given) -> str:
     return _watch_mode(given.value, given.key) or Settings.watch
 
 
+def _semantic(given: Given) -> str:
+    return _semantic_mode(given.value, given.key) or Settings.semantic
+
+
 def _number(default: float, *, minimum: float) -> Callable[[Given], float]:
     def convert(given: Given) -> float:
         raw, key = given.value, given.key
@@ -221,6 +237,12 @@ OPTIONS: Final = (
     Option("poll_interval_seconds", "--poll-interval", "KBINDEX_POLL_INTERVAL",
            _number(Settings.poll_interval_seconds, minimum=0.2),
            metavar="SECONDS", cli_type=float),
+    Option("semantic", "--semantic", "KBINDEX_SEMANTIC", _semantic,
+           help="auto: search by meaning too where kbindex[semantic] is installed; off: never",
+           choices=SEMANTIC_MODES),
+    Option("semantic_max_file_mb", "--semantic-max-file-mb", "KBINDEX_SEMANTIC_MAX_FILE_MB",
+           _number(Settings.semantic_max_file_mb, minimum=0.0),
+           metavar="MB", cli_type=float, help="larger files are searched by words only"),
     Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
            _number(Settings.frame_timeout_seconds, minimum=0.1),
            metavar="SECONDS", cli_type=float,
@@ -376,6 +398,14 @@ def _watch_mode(raw: Any, key: str) -> str | None:
     return str(raw)
 
 
+def _semantic_mode(raw: Any, key: str) -> str | None:
+    if raw is None:
+        return None
+    if raw not in SEMANTIC_MODES:
+        raise SettingsError(f"{key} must be one of {', '.join(SEMANTIC_MODES)}, not {raw!r}")
+    return str(raw)
+
+
 def _root_options(
     raw: Any, base: Path, config_roots: tuple[Path, ...] | None
 ) -> tuple[RootOptions, ...]:
@@ -385,7 +415,7 @@ def _root_options(
         return ()
     if not isinstance(raw, dict):
         raise SettingsError(
-            'root must be tables like [root."~/notes"] with include/exclude/watch/writable'
+            'root must be tables like [root."~/notes"] with keys ' + ", ".join(sorted(ROOT_KEYS))
         )
     options: list[RootOptions] = []
     for name, table in raw.items():
@@ -407,6 +437,7 @@ def _root_options(
                 exclude=_globs(table.get("exclude"), f"{where} exclude"),
                 watch=_watch_mode(table.get("watch"), f"{where} watch"),
                 writable=_flag(table.get("writable", False), f"{where} writable"),
+                semantic=_semantic_mode(table.get("semantic"), f"{where} semantic"),
             )
         )
     return tuple(options)

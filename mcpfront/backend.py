@@ -168,9 +168,11 @@ class Backend:
 
     # ------------------------------------------------------------ operations
 
-    async def search(self, query: str, limit: int, path: str | None) -> SearchReply:
+    async def search(
+        self, query: str, limit: int, path: str | None, mode: str = "auto"
+    ) -> SearchReply:
         return await self.call(
-            lambda c: c.search(query, limit=limit, path=path), seconds=REQUEST_TIMEOUT
+            lambda c: c.search(query, limit=limit, path=path, mode=mode), seconds=REQUEST_TIMEOUT
         )
 
     async def status(self) -> StatusReply:

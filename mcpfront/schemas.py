@@ -21,6 +21,8 @@ from kbindex.proto.messages import (
     MIN_LIMIT,
 )
 
+SEARCH_MODES: Final = ("auto", "words", "semantic")
+"""auto: words and meaning fused where the daemon has meaning, else words."""
 FIND_LIMIT: Final = 50
 GREP_LIMIT: Final = 100
 MAX_FIND_LIMIT: Final = 200
@@ -59,8 +61,9 @@ SEARCH: Final = types.Tool(
     name="search",
     title="Search files",
     description=(
-        "Ranked full-text search of the user's files (notes, docs, code): words in any "
-        'order (questions rank by words matched), "exact phrase", -exclude, prefix*. Each '
+        "Ranked search of the user's files (notes, docs, code): words in any "
+        'order (questions rank by words matched), "exact phrase", -exclude, prefix*; '
+        "and meaning if on. Each "
         "result: path, line of the best match, snippet (matches in ⟦ ⟧); then "
         "read_file(path, start_line=line-5)."
     ),
@@ -73,6 +76,7 @@ SEARCH: Final = types.Tool(
                 "type": ["string", "null"],
                 "description": "Only under this folder ('notes/') or glob ('docs/*.md').",
             },
+            "mode": {"enum": list(SEARCH_MODES)},
         },
         "required": ["query"],
     },

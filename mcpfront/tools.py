@@ -54,7 +54,7 @@ class Toolbox:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._handlers: dict[str, tuple[frozenset[str], Callable[[Call], Awaitable[Outcome]]]] = {
-            "search": (frozenset(("query", "limit", "path_glob")), self._search),
+            "search": (frozenset(("query", "limit", "path_glob", "mode")), self._search),
             "get_index_stats": (frozenset(), self._stats),
             "refresh_index": (frozenset(("filepath",)), self._refresh),
             "read_file": (frozenset(("path", "start_line", "end_line")), self._read_file),
@@ -115,8 +115,13 @@ class Toolbox:
         )
         assert limit is not None
         path_glob = args.string("path_glob")
-        reply = await self.backend.search(query, limit, path_glob)
-        return results.search(reply, query, args.notes)
+        mode = args.string("mode") or "auto"
+        if mode not in schemas.SEARCH_MODES:
+            raise ArgumentError(
+                f"The argument 'mode' must be one of {', '.join(schemas.SEARCH_MODES)}."
+            )
+        reply = await self.backend.search(query, limit, path_glob, mode)
+        return results.search(reply, query, [*args.notes, *reply.notes])
 
     async def _stats(self, call: Call) -> Outcome:
         reply = await self.backend.status()

@@ -54,7 +54,10 @@ class Search(Request, tag="search", frozen=True):
     path: Pattern | None = None
     """A glob (``docs/*.md``) or a path prefix (``docs/``), relative to a root or absolute."""
     mode: str = "auto"
-    """``auto`` | ``all`` (every term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax)."""
+    """``auto`` (``hybrid`` where search by meaning is on, else words: every term,
+    then any) | ``words`` (that word search, whatever else is on) | ``all`` (every
+    term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax) | ``hybrid`` (words and meaning
+    fused) | ``semantic`` (meaning alone)."""
 
 
 MAX_GREP_LIMIT: Final = 1000
@@ -309,6 +312,31 @@ class RootStatus(msgspec.Struct, kw_only=True):
     root: how many, and the rule (with its file and line) that skipped the most."""
 
 
+class SemanticStatus(msgspec.Struct, kw_only=True):
+    """Search by meaning: the model, and how far embedding has come."""
+
+    state: str
+    """``off`` (setting, or the extra not installed) | ``waiting`` (loads once the
+    first scan is done) | ``loading`` | ``embedding`` | ``ready`` | ``unavailable``
+    (the model failed to load: ``detail`` says why; searches use words)."""
+    detail: str = ""
+    model: str = ""
+    files: int = 0
+    """Files embedded."""
+    passages: int = 0
+    backlog: int = 0
+    """Indexed files waiting to be embedded."""
+    rate: float = 0.0
+    """Passages embedded per second over the last minute."""
+    embedded: int = 0
+    """Passages the model embedded since the daemon started (a passage whose text
+    already had a vector costs nothing and is not counted)."""
+    loaded_at: float | None = None
+    """When the model was loaded (after the first scan, never before)."""
+    size_mb: float = 0.0
+    """The vector file on disk."""
+
+
 class FileIssue(msgspec.Struct, kw_only=True):
     path: str
     reason: str
@@ -367,6 +395,7 @@ class StatusReply(Reply, tag="status", frozen=True):
     config_error: str = ""
     """Non-empty while the last reload (SIGHUP) was refused: why. The daemon runs on the
     configuration it had; cleared by the next reload that succeeds."""
+    semantic: SemanticStatus | None = None
 
 
 class Freshness(msgspec.Struct, kw_only=True):
@@ -408,6 +437,9 @@ class SearchReply(Reply, tag="search", frozen=True):
     truncated: bool
     mode: str = "all"
     freshness: Freshness | None = None
+    notes: list[str] = []
+    """What the client should know about this answer: search by meaning asked for but
+    unavailable (answered by words), files not embedded yet."""
 
 
 class GrepLine(msgspec.Struct, kw_only=True, array_like=True):

@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import msgspec
 from kbindex.proto.messages import StatusReply
 
 RECENT_ERRORS: Final = 10
@@ -88,4 +89,5 @@ def status(reply: StatusReply, now: float | None = None) -> dict[str, Any]:
         "index_recovered": reply.index_recovered,
         "index_error": reply.index_error,
         "config_error": reply.config_error,
+        "semantic": None if reply.semantic is None else msgspec.to_builtins(reply.semantic),
     }

@@ -84,6 +84,9 @@ class Daemon:
     def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
         env["XDG_CONFIG_HOME"] = str(self.base / "config")
+        # Search by meaning changes what ``auto`` answers (nearest passages even where
+        # no word matches): on only in the tests about it (``extra_env``).
+        env["KBINDEX_SEMANTIC"] = "off"
         env.update(self.extra_env)
         with self.log_path.open("ab") as log:  # the child keeps its own copy of the fd
             return subprocess.Popen(self.command(*extra), stdout=log, stderr=log, env=env)

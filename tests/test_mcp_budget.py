@@ -19,12 +19,13 @@ from mcp_helpers import FRONT_END, front_end_env, mcp_stdio, response_size, stru
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
-TOOLS_LIST_BUDGET = 7000
-"""Six tools. It was 6,000 for five: grep (seven bounded parameters and an output schema)
+TOOLS_LIST_BUDGET = 7100
+"""Six tools (7,000 before search's ``mode``, about 60 characters with its mention).
+It was 6,000 for five: grep (seven bounded parameters and an output schema)
 costs about 1,300 characters, of which tightening the other five paid about 300. The
 roots' ``writable`` flag in get_index_stats' schema (30) was paid by its description and
 find_files'."""
-NOTES_TOOLS_LIST_BUDGET = 10_800
+NOTES_TOOLS_LIST_BUDGET = 10_900
 """Eleven tools, with a writable root: the six above plus the five note tools, about
 3,650 characters together (each has its own input and output schema and four hints;
 write_note's description, which explains if_match and title, is the longest), and a

@@ -271,6 +271,24 @@ def _line_at(text: str, at: int) -> tuple[int, int]:
     return text.rfind("\n", 0, at) + 1, len(text) if end == -1 else end
 
 
+def in_lines(body: str, start: int, end: int, needles: tuple[str, ...]) -> tuple[str, int]:
+    """(snippet, line) of a passage found by meaning, lines ``start`` to ``end``
+    (1-based, inclusive): its line with the most needles when one holds any, else its
+    first line of text after any headings."""
+    lines = body.split("\n")[start - 1 : end]
+    found = best_passage("\n".join(lines), needles)
+    if found is not None:
+        return found[0], start + found[1] - 1
+    first = next((i for i, line in enumerate(lines) if _is_text(line)), 0)
+    return head("\n".join(lines[first:])), start + first
+
+
+def _is_text(line: str) -> bool:
+    """A line of a passage worth showing first: not blank, not a Markdown heading."""
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
 def head(body: str) -> str:
     """The snippet when no needle occurs in the body (a match in the path or title)."""
     return clean(_unmarked(_window(_lines_from(body.lstrip(), 0), 0)))

@@ -94,31 +94,62 @@ def search(
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
 ) -> SearchResult:
+    query = _Query(limit, path_filter, compiled.terms, weights)
+    rows, total, mode = _in_transaction(conn, compiled, query)
+    return SearchResult(_hits(rows, compiled.terms), total, mode)
+
+
+def rank(
+    conn: sqlite3.Connection, compiled: Compiled, limit: int, path_filter: str | None
+) -> tuple[list[tuple[int, float]], int, str]:
+    """The best ``limit`` documents' ids with their bm25 score (higher is better), how
+    many match, and the mode that found them: ``search`` without the hits' text, for
+    fusing with another ranking (``hybrid``)."""
+    query = _Query(limit, path_filter, compiled.terms, BM25_WEIGHTS, ids_only=True)
+    rows, total, mode = _in_transaction(conn, compiled, query)
+    return [(int(i), -float(score)) for i, score in rows], total, mode
+
+
+def _in_transaction(
+    conn: sqlite3.Connection, compiled: Compiled, query: _Query
+) -> tuple[list[Any], int, str]:
     if compiled.match is None:
-        return SearchResult([], 0, compiled.mode)
+        return [], 0, compiled.mode
     # One read transaction: the counts and the ranking see the same documents, however
     # the writer moves on meanwhile.
     conn.execute("BEGIN")
     try:
         Deadline(conn, QUERY_DEADLINE_SECONDS)
-        return _search(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
+        return _search(conn, compiled, query)
     finally:
         conn.set_progress_handler(None, 0)  # the deadline is the search's, not the ROLLBACK's
         conn.execute("ROLLBACK")
 
 
-def _search(conn: sqlite3.Connection, compiled: Compiled, query: _Query) -> SearchResult:
+def _search(
+    conn: sqlite3.Connection, compiled: Compiled, query: _Query
+) -> tuple[list[Any], int, str]:
     assert compiled.match is not None
     excluded = compiled.excluded_prefixes
     alternatives = compiled.alternatives
     if compiled.mode == "any" and alternatives is not None:
-        hits, total = query.run_any(conn, alternatives, excluded)
-        return SearchResult(hits, total, "any")
-    hits, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
+        rows, total = query.run_any(conn, alternatives, excluded)
+        return rows, total, "any"
+    rows, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
     if total == 0 and alternatives is not None:  # the fallback of ``all`` mode
-        hits, total = query.run_any(conn, alternatives, excluded)
-        return SearchResult(hits, total, "any")
-    return SearchResult(hits, total, compiled.mode)
+        rows, total = query.run_any(conn, alternatives, excluded)
+        return rows, total, "any"
+    return rows, total, compiled.mode
+
+
+def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
+    hits = []
+    for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
+        snippet, line = passages.best_passage(body, needles) or (passages.head(body), 1)
+        hits.append(
+            Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
+        )
+    return hits
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +158,19 @@ class _Query:
     path_filter: str | None
     needles: tuple[str, ...]
     weights: tuple[float, ...]
+    ids_only: bool = False
+    """Rows of (rowid, bm25) only: no files row, no text."""
 
     def run_any(
         self, conn: sqlite3.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
-    ) -> tuple[list[Hit], int]:
+    ) -> tuple[list[Any], int]:
         """An ``any`` expression, its common items left out where the rest still fill
         the list (see ``frequency``)."""
         selective = frequency.selective(conn, alternatives)
         if selective is not None:
-            hits, total = self.run(conn, alternatives.expression(selective), (), excluded)
-            if len(hits) >= self.limit:
-                return hits, total
+            rows, total = self.run(conn, alternatives.expression(selective), (), excluded)
+            if len(rows) >= self.limit:
+                return rows, total
         return self.run(conn, alternatives.expression(), (), excluded)
 
     def run(
@@ -146,8 +179,8 @@ class _Query:
         match: Expr,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
-    ) -> tuple[list[Hit], int]:
-        """The best ``limit`` hits for ``match`` and how many documents it finds, the
+    ) -> tuple[list[Any], int]:
+        """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``)."""
         cond, params = path_condition(self.path_filter)
         try:
@@ -168,13 +201,7 @@ class _Query:
             if "interrupted" in message:
                 raise BadQuery("the query took too long; make it more specific") from None
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
-        hits = []
-        for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
-            snippet, line = passages.best_passage(body, self.needles) or (passages.head(body), 1)
-            hits.append(
-                Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
-            )
-        return hits, total
+        return rows, total
 
     def _ranked(self, conn: sqlite3.Connection, source: str, args: list[object]) -> list[Any]:
         """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid
@@ -185,6 +212,9 @@ class _Query:
         ``source`` run before bm25, so only the rows they keep are scored; and the
         body is read for the rows returned only. No snippet() here: see ``passages``."""
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        if self.ids_only:
+            sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
+            return conn.execute(sql, [*args, self.limit]).fetchall()
         sql = f"""
             SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
             FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source}

@@ -28,6 +28,7 @@ from kbindex.daemon.roots import Located, OutsideRoots, Roots
 from kbindex.daemon.searching import grep, ripgrep, searcher, trigrams
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
 from kbindex.daemon.serving.failures import IndexUnwritable, InvalidArgument, VersionMismatch
@@ -81,7 +82,7 @@ log = logging.getLogger(__name__)
 
 VERSION: Final = "0.1.0"
 CAPABILITIES: Final = [
-    "search.modes:auto,all,any,raw",
+    "search.modes:auto,words,all,any,raw,hybrid,semantic",
     "refresh.progress",
     "read_file",
     "find_files",
@@ -111,6 +112,7 @@ class Service:
         *,
         readers: Executor,
         changes: Changes | None = None,
+        meaning: Meaning | None = None,
     ) -> None:
         self.control = control
         self.store = store
@@ -123,6 +125,7 @@ class Service:
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
         self.grepper = grep.Grepper()
+        self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(control, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, searcher.Counts] | None = None
@@ -253,6 +256,7 @@ class Service:
             lag=replies.lag(health.lag()),
             files_read=health.files_read,
             files_moved=health.files_moved,
+            semantic=self.meaning.status(),
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
@@ -269,14 +273,21 @@ class Service:
 
     async def search(self, request: Search) -> SearchReply:
         limit = _limit(request.limit)
-        compiled = compile_query(request.query, request.mode)
-        result = await self._read(searcher.search, compiled, limit, request.path)
+        mode, notes = self.meaning.plan(request.mode)
+        compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
+        if mode in BY_MEANING:
+            result = await self._read(
+                self.meaning.search, compiled, request.query, limit, request.path, mode
+            )
+        else:
+            result = await self._read(searcher.search, compiled, limit, request.path)
         return SearchReply(
             hits=[replies.hit(h) for h in result.hits],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
             freshness=replies.freshness(self.health),
+            notes=notes,
         )
 
     async def grep(self, request: Grep) -> GrepReply:

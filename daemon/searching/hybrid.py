@@ -1,0 +1,121 @@
+"""Search by meaning, alone or fused with search by words.
+
+``semantic``: the files whose best passage is nearest the query's vector. ``hybrid``:
+the word ranking (bm25, the ``auto`` mode) and the vector ranking, each of its best
+CANDIDATES, each min-max normalised over its own list, added with weight ``ALPHA`` on
+the vector side; a file missing from one list gets 0 there. Why a convex combination
+and not reciprocal rank fusion: it keeps how far apart the scores are, not only their
+order, and measured better on SciFact (``bench/README.md``).
+
+A hit found by words shows its best word passage; a hit found by meaning alone shows
+the passage that matched, and its ``line`` is that passage's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+from kbindex.daemon.indexing.documents import IN_JSON, STEMMED, as_json
+from kbindex.daemon.searching import passages, searcher
+from kbindex.daemon.searching.query import Compiled
+from kbindex.daemon.semantic.matrix import Passage
+
+CANDIDATES: Final = 100
+ALPHA: Final = 0.5
+"""Weight of the vector side in ``hybrid`` (the word side has 1 - ALPHA)."""
+
+Nearest = Callable[[int, npt.NDArray[np.int64] | None], list[Passage]]
+"""The ``limit`` files nearest the query, among the allowed file ids (None: all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    file_id: int
+    score: float
+    words: bool
+    passage: Passage | None
+
+
+def search(
+    conn: sqlite3.Connection,
+    compiled: Compiled,
+    limit: int,
+    path_filter: str | None,
+    nearest: Nearest,
+    *,
+    words: bool,
+) -> searcher.SearchResult:
+    """Hybrid (``words``) or semantic search, on a reader connection."""
+    allowed = _allowed(conn, path_filter)
+    found = nearest(max(limit, CANDIDATES), allowed)
+    by_meaning = {p.file_id: p for p in found}
+    if not words:
+        fused = [_Candidate(p.file_id, p.score, False, p) for p in found[:limit]]
+        return searcher.SearchResult(_hits(conn, fused, compiled.terms), len(found), "semantic")
+    ranked, total, _ = searcher.rank(conn, compiled, max(limit, CANDIDATES), path_filter)
+    by_words = dict(ranked)
+    lexical = _normalised(by_words)
+    semantic = _normalised({p.file_id: p.score for p in found})
+    scores = {
+        i: ALPHA * semantic.get(i, 0.0) + (1 - ALPHA) * lexical.get(i, 0.0)
+        for i in {*lexical, *semantic}
+    }
+    best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
+    fused = [_Candidate(i, scores[i], i in by_words, by_meaning.get(i)) for i in best]
+    return searcher.SearchResult(
+        _hits(conn, fused, compiled.terms), max(total, len(scores)), "hybrid"
+    )
+
+
+def _allowed(conn: sqlite3.Connection, path_filter: str | None) -> npt.NDArray[np.int64] | None:
+    """The ids of the indexed files a path filter keeps (None: no filter). Applied
+    before the vector ranking is cut, never after (that would return false empties)."""
+    if not path_filter:
+        return None
+    cond, params = searcher.path_condition(path_filter)
+    rows = conn.execute(
+        f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond}", params
+    ).fetchall()
+    return np.array(sorted(i for (i,) in rows), dtype=np.int64)
+
+
+def _normalised(scores: dict[int, float]) -> dict[int, float]:
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high <= low:
+        return dict.fromkeys(scores, 1.0)
+    return {i: (s - low) / (high - low) for i, s in scores.items()}
+
+
+def _hits(
+    conn: sqlite3.Connection, fused: list[_Candidate], needles: tuple[str, ...]
+) -> list[searcher.Hit]:
+    if not fused:
+        return []
+    rows = conn.execute(
+        "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body"
+        f" FROM files f JOIN {STEMMED} d ON d.rowid = f.id WHERE f.id IN {IN_JSON}",
+        (as_json(c.file_id for c in fused),),
+    ).fetchall()
+    found = {row[0]: row[1:] for row in rows}
+    hits = []
+    for c in fused:
+        if c.file_id not in found:
+            continue  # removed since the vectors were taken
+        path, root, relpath, size, mtime_ns, title, body = found[c.file_id]
+        shown = passages.best_passage(body, needles) if c.words else None
+        if shown is None and c.passage is not None:
+            shown = passages.in_lines(body, c.passage.start, c.passage.end, needles)
+        snippet, line = shown or (passages.head(body), 1)
+        hits.append(
+            searcher.Hit(
+                path, root, relpath, size, mtime_ns, title, round(c.score, 4), snippet, line
+            )
+        )
+    return hits

@@ -1,0 +1,135 @@
+"""Cutting a document into the passages that are embedded: a few paragraphs of prose
+under their heading, or a few blocks of code, each with its line range.
+
+Why passages and not files: a small embedding model reads about 256 word pieces and
+a file's meaning is spread over its sections; a hit from the vector side then points
+at the passage that matched (its lines), as a word hit points at its best passage.
+
+Each chunk is keyed by a hash of exactly the text the model reads. The vector store
+keeps vectors by that key, so an edit re-embeds only the chunks whose text changed,
+and a moved or copied file re-embeds nothing (the path is not part of the text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Final
+
+TARGET_CHARS: Final = 1000
+"""A chunk grows by whole blocks up to about this many characters: roughly the 256
+word pieces a MiniLM-sized model reads of English or code (longer text is cut off by
+the model, so a bigger chunk would not be read in full)."""
+MAX_CHUNKS: Final = 256
+"""Per file: a 100-page file is embedded by its first MAX_CHUNKS passages. Bounds the
+work one giant file asks of a 2-core machine."""
+MAX_LINE_CHARS: Final = 4 * TARGET_CHARS
+"""A longer line (minified code, a base64 blob) is cut to this; the model reads less."""
+PROSE_EXTENSIONS: Final = frozenset({".md", ".markdown", ".txt", ".rst", ".org", ".adoc", ""})
+
+_MD_HEADING = re.compile(r"#{1,6}\s+(\S.*)")
+_RST_UNDERLINE = re.compile(r"([=\-~^\"'`#*+<>])\1{2,}\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    start: int
+    """First line, 1-based."""
+    end: int
+    """Last line, inclusive."""
+    text: str
+    """What the model reads: the document's title and the section heading (when the
+    passage does not start with them), then the passage."""
+    key: bytes
+    """16 bytes of BLAKE2b over ``text``."""
+
+
+def key_of(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+@dataclass(slots=True)
+class _Block:
+    start: int
+    end: int
+    lines: list[str]
+    heading: str
+    """The heading this block sits under ("" before the first one, or in code)."""
+    starts_section: bool
+
+    @property
+    def chars(self) -> int:
+        return sum(len(line) + 1 for line in self.lines)
+
+
+def split(relpath: str, title: str, text: str) -> list[Chunk]:
+    """The chunks of a document (``title`` as the index holds it; "" for none)."""
+    dot = relpath.rfind(".")
+    ext = relpath[dot:].lower() if dot > relpath.rfind("/") else ""
+    prose = ext in PROSE_EXTENSIONS
+    blocks = _blocks(text.splitlines(), prose)
+    chunks: list[Chunk] = []
+    for group in _pack(blocks):
+        lines = [line for block in group for line in block.lines]
+        passage = "\n".join(lines).strip()
+        if not passage:
+            continue
+        first_line = passage.partition("\n")[0]
+        heading = "" if group[0].starts_section else group[0].heading
+        head = [h for h in (title, heading) if h and h not in first_line]
+        body = "\n".join([*dict.fromkeys(head), passage])
+        chunks.append(Chunk(group[0].start, group[-1].end, body, key_of(body)))
+        if len(chunks) >= MAX_CHUNKS:
+            break
+    return chunks
+
+
+def _blocks(lines: list[str], prose: bool) -> list[_Block]:
+    """Runs of non-blank lines; in prose a heading line begins a block of its own kind
+    (a new section), and the lines after it know it."""
+    blocks: list[_Block] = []
+    heading = ""
+    current: _Block | None = None
+    for number, raw in enumerate(lines, 1):
+        line = raw[:MAX_LINE_CHARS].rstrip()
+        found = _heading(line, lines, number) if prose else None
+        if found is not None:
+            heading = found
+            current = _Block(number, number, [line], heading, starts_section=True)
+            blocks.append(current)
+            continue
+        if not line.strip():
+            current = None
+            continue
+        if current is None or current.chars + len(line) > TARGET_CHARS:
+            current = _Block(number, number, [], heading, starts_section=False)
+            blocks.append(current)
+        current.lines.append(line)
+        current.end = number
+    return blocks
+
+
+def _heading(line: str, lines: list[str], number: int) -> str | None:
+    """The heading text if ``line`` (1-based ``number``) is a Markdown ``#`` heading or
+    an underlined reStructuredText title; else None."""
+    match = _MD_HEADING.fullmatch(line)
+    if match:
+        return match.group(1).strip().rstrip("#").strip()
+    if number < len(lines) and line.strip() and _RST_UNDERLINE.fullmatch(lines[number]):
+        return line.strip()
+    return None
+
+
+def _pack(blocks: list[_Block]) -> list[list[_Block]]:
+    """Consecutive blocks grouped up to TARGET_CHARS; a new section starts a new group."""
+    groups: list[list[_Block]] = []
+    size = 0
+    for block in blocks:
+        if groups and not block.starts_section and size + block.chars <= TARGET_CHARS:
+            groups[-1].append(block)
+            size += block.chars
+            continue
+        groups.append([block])
+        size = block.chars
+    return groups

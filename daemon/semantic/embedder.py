@@ -1,0 +1,241 @@
+"""Keeping the vectors in step with the word index, in the background.
+
+The word index is the truth about files; embedding follows it. After the index's
+writer commits (``Store.writes`` moves), a pass compares each indexed file's
+``indexed_at`` with the stamp it was embedded for, embeds what changed, and forgets
+what left. A file is searchable by words as soon as it is indexed, and by meaning
+once its passages are done; status shows the backlog and the rate.
+
+Why it cannot slow the rest: every pass runs in one thread of its own at the lowest
+CPU priority (nice 19), the model runs on that thread alone (one core of two), and
+a pass waits while the indexer is writing. The model's runtime releases the GIL
+while it computes, which is nearly all of a pass's time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Final
+
+import anyio
+import numpy as np
+from kbindex.daemon.health import Health
+from kbindex.daemon.semantic import chunks
+from kbindex.daemon.semantic.encoder import Encoder, EncoderUnavailable
+from kbindex.daemon.semantic.matrix import Matrix
+from kbindex.daemon.semantic.vectors import Span, VectorFile
+from kbindex.daemon.storage.store import Store
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS: Final = 0.5
+PASS_EVERY_SECONDS: Final = 60.0
+"""A pass also runs this often without a write: a reload may have changed which roots
+and sizes are embedded."""
+FILES_PER_STEP: Final = 16
+"""Files chunked, embedded and saved per transaction: a pass stops between steps."""
+RATE_WINDOW_SECONDS: Final = 60.0
+IDLE_NICE: Final = 19
+
+
+@dataclass
+class Progress:
+    """What status shows of embedding."""
+
+    state: str = "off"
+    """``off`` | ``loading`` | ``embedding`` | ``ready`` | ``unavailable``."""
+    detail: str = ""
+    backlog: int = 0
+    files: int = 0
+    passages: int = 0
+    embedded: int = 0
+    """Passages embedded by the model since the daemon started (a passage whose text
+    already had a vector is not counted: nothing was computed)."""
+    loaded_at: float | None = None
+    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
+
+    def rate(self) -> float:
+        """Passages per second over the last minute."""
+        now = time.monotonic()
+        done = [(t, n) for t, n in self.recent if now - t <= RATE_WINDOW_SECONDS]
+        if not done:
+            return 0.0
+        span = max(now - done[0][0], 1.0)
+        return round(sum(n for _, n in done) / span, 1)
+
+
+Eligible = Callable[[str, int], bool]
+"""Whether a file of this root and size is to be embedded (settings, read each pass)."""
+
+
+class Embedder:
+    def __init__(
+        self,
+        store: Store,
+        encoder: Encoder,
+        vectors: VectorFile,
+        health: Health,
+        eligible: Eligible,
+        enabled: Callable[[], bool],
+    ) -> None:
+        self.store = store
+        self.encoder = encoder
+        self.vectors = vectors
+        self.health = health
+        self.eligible = eligible
+        self.enabled = enabled
+        self.progress = Progress(state="waiting")
+        self.matrix: Matrix | None = None
+        """Set once the model and the vector file are open; searches use it."""
+        self._thread = ThreadPoolExecutor(1, "kbindex-embed", initializer=_lower_priority)
+        self._stamps: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._seen_writes = -1
+
+    @property
+    def ready(self) -> bool:
+        return self.matrix is not None
+
+    async def run(self) -> None:
+        """Load, then follow the index until cancelled. Never raises: a model that
+        cannot load leaves search lexical, and status says why."""
+        try:
+            # After the first scan: the daemon starts and indexes words at full speed,
+            # and the model's load (and its memory) waits until then.
+            # Polled: both conditions belong to other parts (a reload, the scan).
+            while not self.enabled() or self.health.last_scan_at is None:  # noqa: ASYNC110
+                await anyio.sleep(POLL_SECONDS)
+            self.progress.state = "loading"
+            if not await self._call(self._open):
+                return
+            last_pass = 0.0
+            while True:
+                due = (
+                    self.store.writes != self._seen_writes
+                    or anyio.current_time() - last_pass >= PASS_EVERY_SECONDS
+                )
+                if due and self.enabled() and self.health.progress is None:
+                    self._seen_writes = self.store.writes
+                    last_pass = anyio.current_time()
+                    await self._call(self._pass)
+                await anyio.sleep(POLL_SECONDS)
+        finally:
+            self._stop.set()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._close)
+
+    async def _call(self, fn: Callable[[], bool]) -> bool:
+        future = self._thread.submit(fn)
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+
+    def _close(self) -> None:
+        self._thread.shutdown(wait=True, cancel_futures=True)
+        self.vectors.close()
+
+    def _open(self) -> bool:
+        try:
+            self.encoder.load()
+        except EncoderUnavailable as exc:
+            self.progress.state, self.progress.detail = "unavailable", str(exc)
+            log.warning("search by meaning is unavailable: %s; searches use words", exc)
+            return False
+        self.vectors.open(self.encoder.name, self.encoder.dim)
+        matrix = Matrix(self.encoder.dim)
+        current: list[tuple[int, int]] = []
+        rows: list[bytes] = []
+        file_id = None
+        for span, vector in self.vectors.spans():
+            if span.file_id != file_id and file_id is not None:
+                matrix.put(file_id, current, _rows(rows, self.encoder.dim))
+                current, rows = [], []
+            file_id = span.file_id
+            current.append((span.start, span.end))
+            rows.append(vector)
+        if file_id is not None:
+            matrix.put(file_id, current, _rows(rows, self.encoder.dim))
+        self._stamps = self.vectors.stamps()
+        self.matrix = matrix
+        self.progress.loaded_at = time.time()
+        self.progress.state = "ready"
+        log.info("search by meaning ready: %s, %d passages", self.encoder.name, matrix.passages)
+        return True
+
+    def _pass(self) -> bool:
+        """Embed what the index changed since the last pass; forget what it dropped."""
+        assert self.matrix is not None
+        with self.store.reader() as conn:
+            rows = conn.execute(
+                "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
+            ).fetchall()
+        wanted = {i: stamp for i, stamp, root, size in rows if self.eligible(root, size)}
+        todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
+        gone = [i for i in self._stamps if i not in wanted]
+        self.progress.backlog = len(todo)
+        if todo:
+            self.progress.state = "embedding"
+        for begin in range(0, len(todo), FILES_PER_STEP):
+            if self._stop.is_set() or self.health.progress is not None:
+                self._seen_writes = -1  # come back for the rest
+                break
+            self._step(todo[begin : begin + FILES_PER_STEP], wanted)
+            self.progress.backlog = max(0, len(todo) - begin - FILES_PER_STEP)
+        if gone:
+            self.vectors.forget(gone)
+            for file_id in gone:
+                self.matrix.drop(file_id)
+                del self._stamps[file_id]
+        self.progress.files = len(self._stamps)
+        self.progress.passages = self.matrix.passages
+        if self.progress.backlog == 0:
+            self.progress.state = "ready"
+        return True
+
+    def _step(self, file_ids: list[int], stamps: dict[int, float]) -> None:
+        assert self.matrix is not None
+        marks = ",".join("?" * len(file_ids))
+        with self.store.reader() as conn:
+            docs = conn.execute(
+                f"SELECT d.rowid, f.relpath, d.title, d.body FROM docs d"
+                f" JOIN files f ON f.id = d.rowid WHERE d.rowid IN ({marks})",
+                file_ids,
+            ).fetchall()
+        split = {i: chunks.split(relpath, title, body) for i, relpath, title, body in docs}
+        keys = [c.key for parts in split.values() for c in parts]
+        have = self.vectors.vectors_of(keys)
+        missing = {c.key: c.text for parts in split.values() for c in parts if c.key not in have}
+        new: dict[bytes, np.ndarray] = {}
+        if missing:
+            computed = self.encoder.embed(list(missing.values())).astype(np.float16)
+            new = dict(zip(missing, computed, strict=True))
+            self.progress.embedded += len(new)
+            self.progress.recent.append((time.monotonic(), len(new)))
+        saved = {
+            i: (stamps[i], [Span(i, c.start, c.end, c.key) for c in split.get(i, [])])
+            for i in file_ids
+        }
+        self.vectors.save(saved, new)
+        dim = self.encoder.dim
+        for file_id, (stamp, spans) in saved.items():
+            rows = [new[s.key].tobytes() if s.key in new else have[s.key] for s in spans]
+            self.matrix.put(file_id, [(s.start, s.end) for s in spans], _rows(rows, dim))
+            self._stamps[file_id] = stamp
+
+
+def _rows(vectors: list[bytes], dim: int) -> np.ndarray:
+    return np.frombuffer(b"".join(vectors), dtype=np.float16).reshape(len(vectors), dim)
+
+
+def _lower_priority() -> None:
+    """Run this thread (and any thread the model's runtime starts from it) at the
+    lowest CPU priority: Linux applies nice values per thread."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), IDLE_NICE)
+    except OSError as exc:
+        log.debug("cannot lower the embedding thread's priority: %s", exc)

@@ -1,0 +1,148 @@
+"""Every passage vector in memory, searched exactly: one matrix product per query.
+
+Why exact and in memory: at the sizes embedded here (tens to hundreds of thousands of
+passages; a million takes days to embed on 2 cores) a product over float16 rows,
+taken in blocks, costs milliseconds to tens of milliseconds and needs no index to
+build or tune (``bench/README.md`` has the figures). float16 halves the memory of
+float32 and changes no ranking that matters.
+
+The embedder appends and retires rows; searches run in reader threads at the same
+time, so both take one lock (a search holds it for the product only).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+BLOCK_ROWS: Final = 32_768
+"""Rows converted to float32 at a time during a search: bounds its scratch memory."""
+_GROW: Final = 1.5
+A = TypeVar("A", bound=np.ndarray[Any, Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A file's best passage for a query: its cosine similarity and its lines."""
+
+    file_id: int
+    score: float
+    start: int
+    end: int
+
+
+class Matrix:
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self._lock = threading.Lock()
+        self._rows = np.zeros((0, dim), dtype=np.float16)
+        self._file = np.zeros(0, dtype=np.int64)
+        self._lines = np.zeros((0, 2), dtype=np.int32)
+        self._live = np.zeros(0, dtype=bool)
+        self._used = 0
+        self._by_file: dict[int, list[int]] = {}
+
+    @property
+    def passages(self) -> int:
+        return sum(len(rows) for rows in self._by_file.values())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._rows.nbytes + self._file.nbytes + self._lines.nbytes)
+
+    def put(
+        self, file_id: int, lines: list[tuple[int, int]], vectors: npt.NDArray[np.float16]
+    ) -> None:
+        """Replace the passages of ``file_id`` with these (one vector row each)."""
+        with self._lock:
+            self._retire(file_id)
+            count = len(lines)
+            if not count:
+                return
+            self._reserve(self._used + count)
+            at = slice(self._used, self._used + count)
+            self._rows[at] = vectors
+            self._file[at] = file_id
+            self._lines[at] = lines
+            self._live[at] = True
+            self._by_file[file_id] = list(range(at.start, at.stop))
+            self._used += count
+
+    def drop(self, file_id: int) -> None:
+        with self._lock:
+            self._retire(file_id)
+            if self._used > 1024 and self.passages < self._used // 2:
+                self._compact()
+
+    def _retire(self, file_id: int) -> None:
+        rows = self._by_file.pop(file_id, None)
+        if rows:
+            self._live[rows] = False
+
+    def _reserve(self, needed: int) -> None:
+        if needed <= len(self._rows):
+            return
+        size = max(needed, int(len(self._rows) * _GROW), 1024)
+        self._rows = _grown(self._rows, size)
+        self._file = _grown(self._file, size)
+        self._lines = _grown(self._lines, size)
+        self._live = _grown(self._live, size)
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._live[: self._used])
+        self._rows = self._rows[keep].copy()
+        self._file = self._file[keep].copy()
+        self._lines = self._lines[keep].copy()
+        self._live = np.ones(len(keep), dtype=bool)
+        self._used = len(keep)
+        self._by_file = {}
+        for row, file_id in enumerate(self._file.tolist()):
+            self._by_file.setdefault(file_id, []).append(row)
+
+    def search(
+        self,
+        query: npt.NDArray[np.float32],
+        limit: int,
+        allowed: npt.NDArray[np.int64] | None = None,
+    ) -> list[Passage]:
+        """The ``limit`` files whose best passage is nearest ``query`` (a unit vector),
+        best first; only files in ``allowed`` (sorted ids) when given."""
+        with self._lock:
+            used = self._used
+            scores = np.empty(used, dtype=np.float32)
+            for begin in range(0, used, BLOCK_ROWS):
+                block = self._rows[begin : min(used, begin + BLOCK_ROWS)].astype(np.float32)
+                scores[begin : begin + len(block)] = block @ query
+            files = self._file[:used].copy()
+            lines = self._lines[:used].copy()
+            keep = self._live[:used].copy()
+        if allowed is not None:
+            keep &= np.isin(files, allowed, assume_unique=False)
+        scores[~keep] = -np.inf
+        # Best rows first, then the first (best) row of each file: take more rows than
+        # files wanted, since one file may own many of the best rows.
+        wanted = min(used, max(limit * 8, 256))
+        while True:
+            top = np.argpartition(-scores, wanted - 1)[:wanted] if wanted < used else None
+            order = np.arange(used) if top is None else top
+            order = order[np.argsort(-scores[order], kind="stable")]
+            order = order[np.isfinite(scores[order])]
+            _, first = np.unique(files[order], return_index=True)
+            best = order[np.sort(first)]
+            if len(best) >= limit or wanted >= used:
+                break
+            wanted = min(used, wanted * 4)
+        return [
+            Passage(int(files[r]), float(scores[r]), int(lines[r, 0]), int(lines[r, 1]))
+            for r in best[:limit]
+        ]
+
+
+def _grown(array: A, size: int) -> A:
+    grown = np.zeros((size, *array.shape[1:]), dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown  # type: ignore[return-value]

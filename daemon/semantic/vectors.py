@@ -1,0 +1,201 @@
+"""The vector file: which passages of which indexed file were embedded, and the
+vector of every passage text, in a SQLite file of its own beside the index.
+
+Why a file of its own: embedding runs for hours on a large tree, and its writes must
+never wait for, or hold up, the word index's single writer. The index stays the truth
+about files; this file follows it (``embedder``), keyed by the index's file ids, which
+survive edits and renames.
+
+Tables:
+
+- ``vectors``: one row per distinct passage text (``chunks.key_of``), its vector as
+  float16. Content-addressed: a passage that reappears (an undo, a copy, a file
+  deleted and recreated) is not embedded again.
+- ``spans``: the passages of each file, in order, with their lines.
+- ``embedded``: each file done, with the ``files.indexed_at`` it was done for; a file
+  indexed again since then is embedded again (only its changed passages).
+- ``meta``: the model the vectors come from. Another model's vectors mean nothing to
+  this one, so a different model empties the file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+SCHEMA_VERSION: Final = 1
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spans(
+    file_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    end INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    PRIMARY KEY(file_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS spans_key ON spans(key);
+CREATE TABLE IF NOT EXISTS embedded(file_id INTEGER PRIMARY KEY, stamp REAL NOT NULL);
+"""
+
+Vectors = npt.NDArray[np.float16]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    file_id: int
+    start: int
+    end: int
+    key: bytes
+
+
+class VectorFile:
+    """The one connection to the vector file; used from the embedder's thread only
+    (and at start-up, before that thread runs)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    def open(self, model: str, dim: int) -> None:
+        """Open (creating) the file for ``model``'s vectors of ``dim`` numbers. A file
+        that cannot be read is replaced: it holds nothing the files cannot give again."""
+        try:
+            self._conn = self._connect(model, dim)
+        except sqlite3.DatabaseError:
+            self.close()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self._conn = self._connect(model, dim)
+
+    def _connect(self, model: str, dim: int) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.execute("PRAGMA quick_check").fetchone()
+        wanted = {"model": model, "dim": str(dim), "version": str(SCHEMA_VERSION)}
+        found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if found != wanted:
+            with _transaction(conn):
+                for table in ("vectors", "spans", "embedded", "meta"):
+                    conn.execute(f"DELETE FROM {table}")
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", wanted.items())
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("vector file is not open")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+
+    def stamps(self) -> dict[int, float]:
+        """Every file done, with the ``indexed_at`` it was done for."""
+        return dict(self.conn.execute("SELECT file_id, stamp FROM embedded").fetchall())
+
+    def known(self, keys: Iterable[bytes]) -> set[bytes]:
+        """Which of ``keys`` already have a vector."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[bytes] = set()
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.conn.execute(f"SELECT key FROM vectors WHERE key IN ({marks})", part)
+            found.update(k for (k,) in rows)
+        return found
+
+    def vectors_of(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = {}
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT key, vector FROM vectors WHERE key IN ({marks})"
+            found.update(self.conn.execute(sql, part).fetchall())
+        return found
+
+    def save(
+        self,
+        files: dict[int, tuple[float, list[Span]]],
+        new: dict[bytes, Vectors],
+    ) -> None:
+        """In one transaction: the new vectors, and for each file its passages and
+        the stamp it was done for (replacing what it had)."""
+        conn = self.conn
+        with _transaction(conn):
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
+                ((key, vector.tobytes()) for key, vector in new.items()),
+            )
+            conn.executemany("DELETE FROM spans WHERE file_id = ?", ((i,) for i in files))
+            conn.executemany(
+                "INSERT INTO spans VALUES (?, ?, ?, ?, ?)",
+                (
+                    (s.file_id, seq, s.start, s.end, s.key)
+                    for _, spans in files.values()
+                    for seq, s in enumerate(spans)
+                ),
+            )
+            conn.executemany(
+                "INSERT OR REPLACE INTO embedded VALUES (?, ?)",
+                ((i, stamp) for i, (stamp, _) in files.items()),
+            )
+
+    def forget(self, file_ids: Sequence[int]) -> None:
+        """Drop these files' passages, and the vectors no passage uses any more."""
+        conn = self.conn
+        with _transaction(conn):
+            conn.executemany("DELETE FROM spans WHERE file_id = ?", ((i,) for i in file_ids))
+            conn.executemany("DELETE FROM embedded WHERE file_id = ?", ((i,) for i in file_ids))
+            conn.execute(
+                "DELETE FROM vectors WHERE NOT EXISTS"
+                " (SELECT 1 FROM spans WHERE spans.key = vectors.key)"
+            )
+
+    def spans(self) -> Iterator[tuple[Span, bytes]]:
+        """Every passage with its vector, for loading the matrix."""
+        rows = self.conn.execute(
+            "SELECT s.file_id, s.start, s.end, s.key, v.vector"
+            " FROM spans s JOIN vectors v ON v.key = s.key ORDER BY s.file_id, s.seq"
+        )
+        for file_id, start, end, key, vector in rows:
+            yield Span(file_id, start, end, key), vector
+
+    def counts(self) -> tuple[int, int]:
+        """(distinct vectors, passages)."""
+        (vectors,) = self.conn.execute("SELECT count(*) FROM vectors").fetchone()
+        (spans,) = self.conn.execute("SELECT count(*) FROM spans").fetchone()
+        return int(vectors), int(spans)
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            with suppress(OSError):
+                total += Path(f"{self.path}{suffix}").stat().st_size
+        return total
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
