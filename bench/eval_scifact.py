@@ -11,6 +11,12 @@ latency through the socket, full-index time and index size per table.
     .venv/bin/python bench/eval_scifact.py
     .venv/bin/python bench/eval_scifact.py --mode any --json /tmp/scifact.json
     .venv/bin/python bench/eval_scifact.py --index-only /tmp/stdlib   # size and time only
+    .venv/bin/python bench/eval_scifact.py --mode words,hybrid,semantic --work /tmp/scifact-sem
+
+With a mode by meaning (``hybrid``, ``semantic``; needs ``kbindex[semantic]``) the daemon
+runs with ``--semantic auto`` and the queries wait until every document is embedded; the
+embedding time, passages and rate are reported. ``--work DIR`` keeps the corpus and the
+daemon's state there, so a second run reuses the vectors (nothing is embedded again).
 
 The dataset is read from /work/shared/datasets/scifact and never copied into the repo.
 """
@@ -118,13 +124,37 @@ async def run_queries(
 # ------------------------------------------------------------------ main
 
 
+async def wait_embedded(c: Client, timeout: float) -> dict[str, Any]:
+    """Wait until search by meaning has embedded every file; what it took."""
+    began = time.perf_counter()
+    while time.perf_counter() - began < timeout:
+        s = (await c.status()).semantic
+        if s is not None and s.state == "unavailable":
+            raise SystemExit(f"search by meaning is unavailable: {s.detail}")
+        if s is not None and s.state == "ready" and not s.backlog and s.files:
+            return {
+                "wall_s": round(time.perf_counter() - began, 1),
+                "files": s.files,
+                "passages": s.passages,
+                "embedded_now": s.embedded,
+                "vectors_mb": s.size_mb,
+            }
+        await anyio.sleep(1.0)
+    raise SystemExit(f"embedding not done after {timeout:.0f} s")
+
+
 async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    modes = args.mode.split(",")
+    meaning = any(m in ("hybrid", "semantic") for m in modes)
+    extra = ["--semantic", "auto" if meaning else "off"]
     if args.index_only:
-        root, extra = args.index_only, ["--include-ext", "*"]
+        root = args.index_only
+        extra += ["--include-ext", "*"]
     else:
-        root, extra = work / "corpus", []
-        out["documents"] = write_corpus(args.dataset, root)
+        root = work / "corpus"
+        if not root.exists():
+            out["documents"] = write_corpus(args.dataset, root)
     with common.running_daemon(root, work, "--scan-interval", "86400", *extra) as d:
         await common.wait_serving(d)
         async with Client.connect(d.sock, client_name="eval_scifact") as c:
@@ -134,18 +164,22 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "scan_s": round(st.last_scan_seconds or 0.0, 2),
                 "indexed_files": st.indexed_files,
             }
+            if meaning:
+                out["embedding"] = await wait_embedded(c, args.embed_timeout)
         if not args.index_only:
             queries = read_queries(args.dataset, args.split)
             qrels = read_qrels(args.dataset, args.split)
             queries = {q: t for q, t in queries.items() if q in qrels}
-            ranked, times = await run_queries(d.sock, queries, args.mode, args.limit)
             out["queries"] = len(queries)
-            out |= quality(ranked, qrels)
-            out["latency_ms"] = {
-                "p50": round(common.percentile(times, 0.50), 2),
-                "p99": round(common.percentile(times, 0.99), 2),
-                "max": round(max(times), 2),
-            }
+            for mode in modes:
+                ranked, times = await run_queries(d.sock, queries, mode, args.limit)
+                out[mode] = quality(ranked, qrels) | {
+                    "latency_ms": {
+                        "p50": round(common.percentile(times, 0.50), 2),
+                        "p99": round(common.percentile(times, 0.99), 2),
+                        "max": round(max(times), 2),
+                    }
+                }
     out["tables"] = bare.table_sizes(d.state / "index.sqlite3")
     return out
 
@@ -154,7 +188,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--dataset", type=Path, default=DATASET)
     p.add_argument("--split", default="train")
-    p.add_argument("--mode", default="auto", choices=("auto", "all", "any", "raw"))
+    p.add_argument(
+        "--mode",
+        default="auto",
+        help="search mode, or several separated by commas (auto, words, all, any, raw,"
+        " hybrid, semantic)",
+    )
+    p.add_argument(
+        "--embed-timeout", type=float, default=7200.0, help="seconds for embedding everything"
+    )
+    p.add_argument("--work", type=Path, help="work folder to keep and reuse (corpus, state)")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds for the first scan")
     p.add_argument(
@@ -166,11 +209,13 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="kbeval-", dir="/tmp"))
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = args.work or Path(tempfile.mkdtemp(prefix="kbeval-", dir="/tmp"))
     try:
         out = anyio.run(evaluate, args, work)
     finally:
-        if args.keep:
+        if args.keep or args.work:
             print(f"work folder kept: {work}", file=sys.stderr)
         else:
             shutil.rmtree(work, ignore_errors=True)

@@ -20,7 +20,7 @@ def test_files_come_best_first_each_with_its_best_passage() -> None:
     m.put(1, [(1, 4), (6, 9)], rows(unit(0, 1, 0), unit(1, 0.1, 0)))
     m.put(2, [(1, 2)], rows(unit(1, 0.5, 0)))
     m.put(3, [(1, 2)], rows(unit(0, 0, 1)))
-    found = m.search(unit(1, 0, 0), 10)
+    found = m.search(unit(1, 0, 0), 10).nearest
     assert [p.file_id for p in found] == [1, 2, 3]
     assert (found[0].start, found[0].end) == (6, 9)  # the passage that matched
     assert found[0].score > found[1].score > found[2].score
@@ -30,7 +30,7 @@ def test_the_limit_counts_files_not_passages() -> None:
     m = Matrix(2)
     m.put(1, [(i, i) for i in range(1, 301)], rows(*[unit(1, 0.001 * i) for i in range(300)]))
     m.put(2, [(1, 1)], rows(unit(1, 1)))
-    found = m.search(unit(1, 0), 2)
+    found = m.search(unit(1, 0), 2).nearest
     assert [p.file_id for p in found] == [1, 2]
 
 
@@ -39,10 +39,10 @@ def test_replacing_and_dropping_a_file_leaves_only_what_it_has_now() -> None:
     m.put(1, [(1, 1)], rows(unit(1, 0)))
     m.put(2, [(1, 1)], rows(unit(0.9, 0.1)))
     m.put(1, [(5, 7)], rows(unit(0, 1)))  # edited: its old passage is gone
-    found = m.search(unit(1, 0), 10)
+    found = m.search(unit(1, 0), 10).nearest
     assert [(p.file_id, p.start) for p in found] == [(2, 1), (1, 5)]
     m.drop(2)
-    assert [p.file_id for p in m.search(unit(1, 0), 10)] == [1]
+    assert [p.file_id for p in m.search(unit(1, 0), 10).nearest] == [1]
     assert m.passages == 1
 
 
@@ -50,7 +50,7 @@ def test_only_allowed_files_are_ranked_before_the_limit_is_applied() -> None:
     m = Matrix(2)
     for file_id in range(1, 101):
         m.put(file_id, [(1, 1)], rows(unit(1, file_id / 1000)))
-    found = m.search(unit(1, 0), 5, allowed=np.array([90, 95], dtype=np.int64))
+    found = m.search(unit(1, 0), 5, allowed=np.array([90, 95], dtype=np.int64)).nearest
     assert sorted(p.file_id for p in found) == [90, 95]
 
 
@@ -63,6 +63,18 @@ def test_many_files_across_growth_and_compaction_stay_searchable() -> None:
     for file_id in range(0, 5000, 2):
         m.drop(file_id)
     target = vectors[4001]
-    (best,) = m.search(target, 1)
+    (best,) = m.search(target, 1).nearest
     assert best.file_id == 4001
     assert m.passages == 2500
+
+
+def test_named_files_get_their_own_best_passage_and_the_lowest_score_is_known() -> None:
+    m = Matrix(2)
+    m.put(1, [(1, 1)], rows(unit(1, 0)))
+    m.put(2, [(1, 2), (3, 4)], rows(unit(-1, 0.2), unit(0.2, 1)))
+    m.put(3, [(1, 1)], rows(unit(0, 1)))
+    ranking = m.search(unit(1, 0), 1, named=[2, 99])
+    assert [p.file_id for p in ranking.nearest] == [1]
+    assert set(ranking.named) == {2}  # 99 has no passages
+    assert (ranking.named[2].start, ranking.named[2].end) == (3, 4)
+    assert ranking.lowest < 0 < ranking.named[2].score

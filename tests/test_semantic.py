@@ -56,7 +56,7 @@ async def embedded(d: Daemon, files: int) -> SemanticStatus:
 
 async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     write(d.root / "bread.md", BREAD)
     await d.start()
     await embedded(d, 2)
@@ -65,8 +65,8 @@ async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon
         hybrid = await c.search(PARAPHRASE)
         meaning = await c.search(PARAPHRASE, mode="semantic")
     assert hybrid.mode == "hybrid"
-    assert [h.relpath for h in hybrid.hits][:1] == ["grid.md"]
-    assert [h.relpath for h in meaning.hits][:1] == ["grid.md"]
+    assert [h.relpath for h in hybrid.hits][:1] == ["table.md"]
+    assert [h.relpath for h in meaning.hits][:1] == ["table.md"]
     # The hit points at the passage that matched, not at the file's first line.
     assert hybrid.hits[0].line == 3
     assert "draws each line" in hybrid.hits[0].snippet
@@ -75,7 +75,7 @@ async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon
 
 async def test_an_edit_re_embeds_only_the_passage_that_changed(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
-    note = write(d.root / "grid.md", GRID)
+    note = write(d.root / "table.md", GRID)
     await d.start()
     before = await embedded(d, 1)
     assert before.passages == 2
@@ -92,19 +92,19 @@ async def test_an_edit_re_embeds_only_the_passage_that_changed(make_daemon: Make
     assert after.embedded == before.embedded + 1
     assert after.passages == 2
     hits = await d.search_paths("ordering entries by a column", mode="semantic")
-    assert hits[:1] == ["grid.md"]
+    assert hits[:1] == ["table.md"]
 
 
 async def test_a_moved_file_is_found_at_its_new_path_without_embedding_again(
     make_daemon: MakeDaemon,
 ) -> None:
     d = semantic_daemon(make_daemon)
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     write(d.root / "bread.md", BREAD)
     await d.start()
     before = await embedded(d, 2)
     (d.root / "ui").mkdir()
-    os.rename(d.root / "grid.md", d.root / "ui" / "table.md")
+    os.rename(d.root / "table.md", d.root / "ui" / "table.md")
     await d.refresh()
 
     async def moved() -> list[str] | None:
@@ -118,21 +118,21 @@ async def test_a_moved_file_is_found_at_its_new_path_without_embedding_again(
 
 async def test_a_deleted_file_leaves_the_results_and_its_vectors(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     write(d.root / "bread.md", BREAD)
     await d.start()
     await embedded(d, 2)
-    (d.root / "grid.md").unlink()
+    (d.root / "table.md").unlink()
     await d.refresh()
     after = await embedded(d, 1)
     assert after.passages == 1
-    assert "grid.md" not in await d.search_paths(PARAPHRASE, mode="semantic")
+    assert "table.md" not in await d.search_paths(PARAPHRASE, mode="semantic")
 
 
 async def test_a_path_filter_applies_before_the_nearest_are_cut(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
     for i in range(12):
-        write(d.root / "ui" / f"grid{i}.md", GRID.replace("table view", f"table view {i}"))
+        write(d.root / "ui" / f"table{i}.md", GRID.replace("table view", f"table view {i}"))
     write(d.root / "kitchen" / "bread.md", BREAD)
     await d.start()
     await embedded(d, 13)
@@ -145,7 +145,7 @@ async def test_the_model_loads_after_the_first_scan_not_at_start_up(
     make_daemon: MakeDaemon,
 ) -> None:
     d = semantic_daemon(make_daemon)
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     await d.start()
     s = await embedded(d, 1)
     reply = await status(d)
@@ -159,7 +159,7 @@ async def test_without_the_model_search_answers_by_words_and_says_why(
 ) -> None:
     d = semantic_daemon(make_daemon)
     d.extra_env["KBINDEX_SEMANTIC_MODEL"] = str(tmp_path / "no-such-model")
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     await d.start()
 
     async def unavailable() -> SemanticStatus | None:
@@ -173,11 +173,11 @@ async def test_without_the_model_search_answers_by_words_and_says_why(
         asked = await c.search("table view", mode="hybrid")
         default = await c.search("table view")
     assert asked.mode != "hybrid"
-    assert [h.relpath for h in asked.hits] == ["grid.md"]
+    assert [h.relpath for h in asked.hits] == ["table.md"]
     assert len(asked.notes) == 1
     assert "unavailable" in asked.notes[0]
     assert "no-such-model" in asked.notes[0]
-    assert [h.relpath for h in default.hits] == ["grid.md"]
+    assert [h.relpath for h in default.hits] == ["table.md"]
     assert default.notes == []  # nobody asked for meaning: nothing to say
     result = d.kbctl("search", "table view", "--mode", "semantic")
     assert result.returncode == 0
@@ -186,7 +186,7 @@ async def test_without_the_model_search_answers_by_words_and_says_why(
 
 async def test_semantic_off_loads_nothing_and_says_so(make_daemon: MakeDaemon) -> None:
     d = make_daemon()  # the test default: KBINDEX_SEMANTIC=off
-    write(d.root / "grid.md", GRID)
+    write(d.root / "table.md", GRID)
     await d.start()
     s = (await status(d)).semantic
     assert s is not None
@@ -202,8 +202,8 @@ async def test_a_root_with_semantic_off_is_searched_by_words_only(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
     ui, private = tmp_path / "ui", tmp_path / "private"
-    write(ui / "grid.md", GRID)
-    write(private / "grid.md", GRID)
+    write(ui / "table.md", GRID)
+    write(private / "table.md", GRID)
     config = tmp_path / "config.toml"
     config.write_text(f'[root."{private}"]\nsemantic = "off"\n')
     d = semantic_daemon(make_daemon, ui, private)
@@ -213,8 +213,8 @@ async def test_a_root_with_semantic_off_is_searched_by_words_only(
     async with d.client() as c:
         found = await c.search(PARAPHRASE, mode="semantic")
         words = await c.search("table view")
-    assert [h.path for h in found.hits] == [str(ui / "grid.md")]
-    assert sorted(h.path for h in words.hits) == [str(private / "grid.md"), str(ui / "grid.md")]
+    assert [h.path for h in found.hits] == [str(ui / "table.md")]
+    assert sorted(h.path for h in words.hits) == [str(private / "table.md"), str(ui / "table.md")]
 
 
 async def test_an_unknown_mode_is_a_bad_query_naming_the_modes(make_daemon: MakeDaemon) -> None:

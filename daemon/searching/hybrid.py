@@ -1,11 +1,14 @@
 """Search by meaning, alone or fused with search by words.
 
 ``semantic``: the files whose best passage is nearest the query's vector. ``hybrid``:
-the word ranking (bm25, the ``auto`` mode) and the vector ranking, each of its best
-CANDIDATES, each min-max normalised over its own list, added with weight ``ALPHA`` on
-the vector side; a file missing from one list gets 0 there. Why a convex combination
-and not reciprocal rank fusion: it keeps how far apart the scores are, not only their
-order, and measured better on SciFact (``bench/README.md``).
+a convex combination of the two rankings. The word side is the best CANDIDATES of the
+``auto`` search, their bm25 min-max normalised over that list. The vector side is every
+candidate's best passage (a word hit outside the nearest CANDIDATES keeps its own
+similarity: exact search knows every file's), normalised over the range the whole
+index spans (the lowest passage to the nearest). A file is ranked by ALPHA of the
+second plus 1 - ALPHA of the first; a file missing from the word list gets 0 there.
+Why this and not reciprocal rank fusion: it keeps how far apart the scores are, not
+only their order, and it measured better on SciFact (``bench/README.md``).
 
 A hit found by words shows its best word passage; a hit found by meaning alone shows
 the passage that matched, and its ``line`` is that passage's.
@@ -14,7 +17,7 @@ the passage that matched, and its ``line`` is that passage's.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,14 +26,14 @@ import numpy.typing as npt
 from kbindex.daemon.indexing.documents import IN_JSON, STEMMED, as_json
 from kbindex.daemon.searching import passages, searcher
 from kbindex.daemon.searching.query import Compiled
-from kbindex.daemon.semantic.matrix import Passage
+from kbindex.daemon.semantic.matrix import Passage, Ranking
 
 CANDIDATES: Final = 100
 ALPHA: Final = 0.5
 """Weight of the vector side in ``hybrid`` (the word side has 1 - ALPHA)."""
 
-Nearest = Callable[[int, npt.NDArray[np.int64] | None], list[Passage]]
-"""The ``limit`` files nearest the query, among the allowed file ids (None: all)."""
+Nearest = Callable[[int, npt.NDArray[np.int64] | None, Sequence[int]], Ranking]
+"""``Matrix.search`` for the query: (limit, allowed ids or None, named ids)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +55,26 @@ def search(
 ) -> searcher.SearchResult:
     """Hybrid (``words``) or semantic search, on a reader connection."""
     allowed = _allowed(conn, path_filter)
-    found = nearest(max(limit, CANDIDATES), allowed)
-    by_meaning = {p.file_id: p for p in found}
+    wanted = max(limit, CANDIDATES)
     if not words:
+        found = nearest(wanted, allowed, ()).nearest
         fused = [_Candidate(p.file_id, p.score, False, p) for p in found[:limit]]
         return searcher.SearchResult(_hits(conn, fused, compiled.terms), len(found), "semantic")
-    ranked, total, _ = searcher.rank(conn, compiled, max(limit, CANDIDATES), path_filter)
-    by_words = dict(ranked)
-    lexical = _normalised(by_words)
-    semantic = _normalised({p.file_id: p.score for p in found})
+    ranked, total, _ = searcher.rank(conn, compiled, wanted, path_filter)
+    lexical = _normalised(dict(ranked))
+    ranking = nearest(wanted, allowed, list(lexical))
+    by_meaning = {p.file_id: p for p in ranking.nearest} | ranking.named
+    top = ranking.nearest[0].score if ranking.nearest else 0.0
+    span = top - ranking.lowest
+    semantic = {
+        i: (p.score - ranking.lowest) / span if span > 0 else 1.0 for i, p in by_meaning.items()
+    }
     scores = {
         i: ALPHA * semantic.get(i, 0.0) + (1 - ALPHA) * lexical.get(i, 0.0)
-        for i in {*lexical, *semantic}
+        for i in {*lexical, *(p.file_id for p in ranking.nearest)}
     }
     best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
-    fused = [_Candidate(i, scores[i], i in by_words, by_meaning.get(i)) for i in best]
+    fused = [_Candidate(i, scores[i], i in lexical, by_meaning.get(i)) for i in best]
     return searcher.SearchResult(
         _hits(conn, fused, compiled.terms), max(total, len(scores)), "hybrid"
     )

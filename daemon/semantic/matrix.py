@@ -13,6 +13,7 @@ time, so both take one lock (a search holds it for the product only).
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -33,6 +34,17 @@ class Passage:
     score: float
     start: int
     end: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    nearest: list[Passage]
+    """The files nearest the query, best first."""
+    named: dict[int, Passage]
+    """The best passage of each file asked for by id (those that have passages)."""
+    lowest: float
+    """The lowest similarity of any passage: with ``nearest[0]``, the range the scores
+    span over the whole index, for normalising them."""
 
 
 class Matrix:
@@ -108,9 +120,11 @@ class Matrix:
         query: npt.NDArray[np.float32],
         limit: int,
         allowed: npt.NDArray[np.int64] | None = None,
-    ) -> list[Passage]:
+        named: Sequence[int] = (),
+    ) -> Ranking:
         """The ``limit`` files whose best passage is nearest ``query`` (a unit vector),
-        best first; only files in ``allowed`` (sorted ids) when given."""
+        best first, only files in ``allowed`` (sorted ids) when given; and the best
+        passage of each file in ``named``."""
         with self._lock:
             used = self._used
             scores = np.empty(used, dtype=np.float32)
@@ -120,9 +134,29 @@ class Matrix:
             files = self._file[:used].copy()
             lines = self._lines[:used].copy()
             keep = self._live[:used].copy()
+            rows_of = {i: self._by_file[i] for i in named if i in self._by_file}
         if allowed is not None:
             keep &= np.isin(files, allowed, assume_unique=False)
         scores[~keep] = -np.inf
+        given = {}
+        for file_id, rows in rows_of.items():
+            row = rows[int(np.argmax(scores[rows]))]
+            if np.isfinite(scores[row]):
+                given[file_id] = Passage(file_id, float(scores[row]), *map(int, lines[row]))
+        live = scores[keep]
+        lowest = float(live.min()) if len(live) else 0.0
+        return Ranking(self._nearest(scores, files, lines, limit), given, lowest)
+
+    @staticmethod
+    def _nearest(
+        scores: npt.NDArray[np.float32],
+        files: npt.NDArray[np.int64],
+        lines: npt.NDArray[np.int32],
+        limit: int,
+    ) -> list[Passage]:
+        used = len(scores)
+        if not used or limit <= 0:
+            return []
         # Best rows first, then the first (best) row of each file: take more rows than
         # files wanted, since one file may own many of the best rows.
         wanted = min(used, max(limit * 8, 256))

@@ -89,7 +89,7 @@ class Meaning:
             compiled,
             limit,
             path_filter,
-            lambda k, allowed: matrix.search(query, k, allowed),
+            lambda k, allowed, named: matrix.search(query, k, allowed, named),
             words=mode == "hybrid",
         )
 
