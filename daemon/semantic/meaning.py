@@ -16,12 +16,12 @@ from typing import Final
 from kbindex.daemon.searching import hybrid, searcher
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
 from kbindex.daemon.semantic.embedder import Embedder
+from kbindex.daemon.semantic.encoder import NOT_INSTALLED
 from kbindex.proto.messages import SemanticStatus
 
 BY_MEANING: Final = ("hybrid", "semantic")
 SEARCH_MODES: Final = ("auto", "words", *MODES[1:], *BY_MEANING)
 RUNTIME_MODULES: Final = ("onnxruntime", "tokenizers")
-NOT_INSTALLED: Final = "not installed: pip install 'kbindex[semantic]'"
 
 
 def installed() -> bool:
