@@ -11,8 +11,11 @@ import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import SemanticStatus, StatusReply
+from mcp_helpers import mcp_stdio, structured, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytest.importorskip("onnxruntime", reason="the semantic extra is not installed")
+pytest.importorskip("tokenizers", reason="the semantic extra is not installed")
 
 GRID = """# The table view
 
@@ -225,3 +228,41 @@ async def test_an_unknown_mode_is_a_bad_query_naming_the_modes(make_daemon: Make
             await c.search("table", mode="meaning")
         assert raised.value.code == "bad_query"
         assert (await c.ping()) is not None  # the daemon goes on serving
+
+
+async def test_the_mcp_search_tool_takes_a_mode(make_daemon: MakeDaemon) -> None:
+    d = semantic_daemon(make_daemon)
+    write(d.root / "table.md", GRID)
+    write(d.root / "bread.md", BREAD)
+    await d.start()
+    await embedded(d, 2)
+    async with mcp_stdio(d.socket) as client:
+        tool = {t.name: t for t in (await client.list_tools()).tools}["search"]
+        assert tool.input_schema["properties"]["mode"]["enum"] == ["auto", "words", "semantic"]
+        by_meaning = structured(await client.call_tool("search", {"query": PARAPHRASE}))
+        by_words = structured(
+            await client.call_tool("search", {"query": PARAPHRASE, "mode": "words"})
+        )
+        bad = await client.call_tool("search", {"query": PARAPHRASE, "mode": "vibes"})
+        stats = structured(await client.call_tool("get_index_stats", {}))
+    assert by_meaning["mode"] == "hybrid"
+    assert by_meaning["results"][0]["relpath"] == "table.md"
+    assert by_words["results"] == []
+    assert bad.is_error
+    assert "auto, words, semantic" in text(bad)
+    assert stats["semantic"]["state"] == "ready"
+    assert stats["semantic"]["files"] == 2
+
+
+async def test_the_mcp_search_tool_passes_on_why_meaning_is_not_used(
+    make_daemon: MakeDaemon,
+) -> None:
+    off = make_daemon()
+    write(off.root / "table.md", GRID)
+    await off.start()
+    async with mcp_stdio(off.socket) as client:
+        asked = await client.call_tool("search", {"query": "table view", "mode": "semantic"})
+    data = structured(asked)
+    assert [r["relpath"] for r in data["results"]] == ["table.md"]
+    assert any("search by meaning is off" in n for n in data["notes"])
+    assert "search by meaning is off" in text(asked)

@@ -186,6 +186,8 @@ class Embedder:
                 break
             self._step(todo[begin : begin + FILES_PER_STEP], wanted)
             self.progress.backlog = max(0, len(todo) - begin - FILES_PER_STEP)
+            self.progress.files = len(self._stamps)
+            self.progress.passages = self.matrix.passages
         if gone:
             self.vectors.forget(gone)
             for file_id in gone:

@@ -57,10 +57,11 @@ class Matrix:
         self._live = np.zeros(0, dtype=bool)
         self._used = 0
         self._by_file: dict[int, list[int]] = {}
+        self._count = 0
 
     @property
     def passages(self) -> int:
-        return sum(len(rows) for rows in self._by_file.values())
+        return self._count
 
     @property
     def nbytes(self) -> int:
@@ -83,6 +84,7 @@ class Matrix:
             self._live[at] = True
             self._by_file[file_id] = list(range(at.start, at.stop))
             self._used += count
+            self._count += count
 
     def drop(self, file_id: int) -> None:
         with self._lock:
@@ -94,6 +96,7 @@ class Matrix:
         rows = self._by_file.pop(file_id, None)
         if rows:
             self._live[rows] = False
+            self._count -= len(rows)
 
     def _reserve(self, needed: int) -> None:
         if needed <= len(self._rows):
