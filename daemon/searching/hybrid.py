@@ -6,7 +6,8 @@ a convex combination of the two rankings. The word side is the best CANDIDATES o
 candidate's best passage (a word hit outside the nearest CANDIDATES keeps its own
 similarity: exact search knows every file's), normalised over the range the whole
 index spans (the lowest passage to the nearest). A file is ranked by ALPHA of the
-second plus 1 - ALPHA of the first; a file missing from the word list gets 0 there.
+second plus 1 - ALPHA of the first; a file missing from the word list gets 0 there,
+and a file without passages is ranked by its words alone.
 Why this and not reciprocal rank fusion: it keeps how far apart the scores are, not
 only their order, and it measured better on SciFact (``bench/README.md``).
 
@@ -69,8 +70,10 @@ def search(
     semantic = {
         i: (p.score - ranking.lowest) / span if span > 0 else 1.0 for i, p in by_meaning.items()
     }
+    # A word hit with no passages (not embedded yet, too large, a root without meaning)
+    # is ranked by its words alone, not as if its meaning were far from the query.
     scores = {
-        i: ALPHA * semantic.get(i, 0.0) + (1 - ALPHA) * lexical.get(i, 0.0)
+        i: ALPHA * semantic.get(i, lexical.get(i, 0.0)) + (1 - ALPHA) * lexical.get(i, 0.0)
         for i in {*lexical, *(p.file_id for p in ranking.nearest)}
     }
     best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]

@@ -41,6 +41,9 @@ PASS_EVERY_SECONDS: Final = 60.0
 and sizes are embedded."""
 FILES_PER_STEP: Final = 16
 """Files chunked, embedded and saved per transaction: a pass stops between steps."""
+TEXTS_PER_CALL: Final = 8
+"""Passages per call of the model: a step gives up between calls at shutdown, so the
+daemon never waits more than about a second for it."""
 RATE_WINDOW_SECONDS: Final = 60.0
 IDLE_NICE: Final = 19
 
@@ -209,13 +212,17 @@ class Embedder:
                 file_ids,
             ).fetchall()
         split = {i: chunks.split(relpath, title, body) for i, relpath, title, body in docs}
-        keys = [c.key for parts in split.values() for c in parts]
-        have = self.vectors.vectors_of(keys)
+        have = self.vectors.vectors_of([c.key for parts in split.values() for c in parts])
         missing = {c.key: c.text for parts in split.values() for c in parts if c.key not in have}
         new: dict[bytes, np.ndarray] = {}
-        if missing:
-            computed = self.encoder.embed(list(missing.values())).astype(np.float16)
-            new = dict(zip(missing, computed, strict=True))
+        keys, texts = list(missing), list(missing.values())
+        for begin in range(0, len(texts), TEXTS_PER_CALL):
+            if self._stop.is_set():
+                return  # nothing of this step is saved: the next start does it again
+            part = slice(begin, begin + TEXTS_PER_CALL)
+            computed = self.encoder.embed(texts[part]).astype(np.float16)
+            new.update(zip(keys[part], computed, strict=True))
+        if new:
             self.progress.embedded += len(new)
             self.progress.recent.append((time.monotonic(), len(new)))
         saved = {

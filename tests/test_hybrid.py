@@ -1,0 +1,93 @@
+"""How ``hybrid`` fuses the word ranking and the vector ranking (daemon/searching/hybrid.py),
+on a real index and a real matrix whose vectors the test chooses (no model: what the
+fusion does with given similarities is the point)."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import note
+from kbindex.daemon.searching import hybrid
+from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.semantic.matrix import Matrix
+from kbindex.daemon.storage.store import Store
+
+QUERY = np.array([1.0, 0.0], dtype=np.float32)
+
+
+def ids(store: Store) -> dict[str, int]:
+    with store.reader() as conn:
+        return {p.removeprefix("/r/"): i for p, i in conn.execute("SELECT path, id FROM files")}
+
+
+def vector(cosine: float) -> np.ndarray:
+    return np.array([[cosine, np.sqrt(1 - cosine**2)]], dtype=np.float16)
+
+
+def run(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[str]:
+    with store.reader() as conn:
+        result = hybrid.search(
+            conn,
+            compile_query(query),
+            10,
+            None,
+            lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
+            words=words,
+        )
+    return [h.relpath for h in result.hits]
+
+
+def test_meaning_lifts_a_file_the_words_rank_lower(store: Store) -> None:
+    store.apply(
+        [
+            note("a.md", "lantern lantern lantern festival"),
+            note("b.md", "lantern and other things of the evening"),
+            note("c.md", "nothing in common with the query"),
+        ],
+        [],
+    )
+    found = ids(store)
+    matrix = Matrix(2)
+    for name, cosine in (("a.md", 0.1), ("b.md", 0.9), ("c.md", 0.2)):
+        matrix.put(found[name], [(1, 1)], vector(cosine))
+    assert run(store, matrix, "lantern", words=False) == ["b.md", "c.md", "a.md"]
+    # Words alone put a.md first; its meaning is far from the query, b.md's is close.
+    assert run(store, matrix, "lantern")[:2] == ["b.md", "a.md"]
+
+
+def test_a_file_without_passages_is_ranked_by_its_words_alone(store: Store) -> None:
+    store.apply(
+        [
+            note("big.md", "lantern lantern lantern lantern festival"),
+            note("small.md", "a lantern"),
+            note("far.md", "unrelated text"),
+        ],
+        [],
+    )
+    found = ids(store)
+    matrix = Matrix(2)
+    # big.md has no passages (too large to embed, or not embedded yet).
+    matrix.put(found["small.md"], [(1, 1)], vector(0.5))
+    matrix.put(found["far.md"], [(1, 1)], vector(0.0))
+    assert run(store, matrix, "lantern") == ["big.md", "small.md", "far.md"]
+
+
+def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store) -> None:
+    text = "# Lamps\n\nintro line\n\nthe glowing paper lights of the night market\n"
+    store.apply([note("lamps.md", text), note("other.md", "lantern")], [])
+    found = ids(store)
+    matrix = Matrix(2)
+    rows = np.concatenate([vector(0.1), vector(0.95)])
+    matrix.put(found["lamps.md"], [(1, 3), (5, 5)], rows)
+    matrix.put(found["other.md"], [(1, 1)], vector(0.2))
+    with store.reader() as conn:
+        result = hybrid.search(
+            conn,
+            compile_query("lantern"),
+            10,
+            None,
+            lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
+            words=True,
+        )
+    lamps = next(h for h in result.hits if h.relpath == "lamps.md")
+    assert lamps.line == 5
+    assert "glowing paper lights" in lamps.snippet
