@@ -15,13 +15,15 @@ ASCII character that is neither on each side inside the literal:
 - case (``-i`` included: unicode61 folds the Kelvin sign and the long s, which
   ripgrep's ``-i`` matches to k and s) and stems only make a phrase match more.
 
-A word at the literal's edge may be glued to what precedes or follows the match in
-the file (``xInvalid``), so it is left out; and a run with a non-ASCII character is
-left out and breaks the phrase (unicode61 may or may not split there). With ``-w`` an
-edge word is whole for ripgrep, but not always for unicode61: ripgrep takes ``²``, a
-private-use character or a byte that is not UTF-8 for a non-word character, unicode61
-a character of a word. So with ``-w`` the edge words count and the files where the
-literal's edge meets a non-ASCII byte (``unless``, a trigram query) stay candidates.
+A run with a non-ASCII character is left out and breaks the phrase (unicode61 may or
+may not split there). A word at the literal's edge may be glued to what precedes or
+follows the match in the file (``xInvalid``), so it cannot count, and then no phrase
+is asked for: the inner words alone are mostly common ones, which rule out few files
+for the cost of their phrase query (``bench/README.md``). With ``-w`` an edge word is
+whole for ripgrep, but not always for unicode61: ripgrep takes ``²``, a private-use
+character or a byte that is not UTF-8 for a non-word character, unicode61 a character
+of a word. So with ``-w`` the edge words count and the files where the literal's edge
+meets a non-ASCII byte (``unless``, a trigram query) stay candidates.
 
 Only patterns that are literals count (``-F``, or a regex with no metacharacter).
 """
@@ -57,7 +59,8 @@ class Words:
 
 def required(pattern: str, *, fixed: bool, word: bool, ignore_case: bool) -> Words | None:
     """The phrases every file with a match of ``pattern`` holds in ``docs`` (as
-    ripgrep matches it with ``-F``, ``-w``, ``-i``), or None when nothing is known."""
+    ripgrep matches it with ``-F``, ``-w``, ``-i``), or None when its words do not
+    cover it."""
     if not fixed and any(ch in _METACHARACTERS for ch in pattern):
         return None
     if "\n" in pattern or "\r" in pattern:
@@ -71,8 +74,9 @@ def required(pattern: str, *, fixed: bool, word: bool, ignore_case: bool) -> Wor
     for m in _RUN.finditer(pattern):
         run = m.group()
         at_start, at_end = m.start() == 0, m.end() == len(pattern)
-        whole = (edges or not at_start) and (edges or not at_end)
-        if whole and run.isascii() and len(run) <= MAX_WORD_CHARS and count < MAX_WORDS:
+        if not edges and (at_start or at_end):
+            return None
+        if run.isascii() and len(run) <= MAX_WORD_CHARS and count < MAX_WORDS:
             phrases[-1].append(run.lower())
             count += 1
             front, back = front or at_start, back or at_end
