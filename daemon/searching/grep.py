@@ -147,8 +147,9 @@ def candidates(
         conn.set_progress_handler(None, 0)
     sizes = dict(rows)
     # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-    # would put '-' before '/').
-    ordered = sorted(sizes, key=lambda p: p.split("/"))
+    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
+    # holds, gives that order by plain string comparison (lists of parts are slower).
+    ordered = sorted(sizes, key=lambda p: p.replace("/", "\0"))
     return Candidates(ordered, match is None and words is None, sum(sizes.values()))
 
 
