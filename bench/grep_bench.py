@@ -52,7 +52,7 @@ from typing import Any
 import anyio
 import common
 from index_bench import warm_cache
-from kbindex.daemon.searching import grep, ripgrep, trigrams
+from kbindex.daemon.searching import grep, phrases, ripgrep, trigrams
 from kbindex.daemon.storage.schema import VOCABULARY
 from kbindex.daemon.storage.store import disk_bytes
 from kbindex.proto.blocking import BlockingClient
@@ -386,7 +386,10 @@ def breakdown(db: Path, case: Case) -> dict[str, Any]:
             t0 = time.perf_counter()
             query = trigrams.required(case.pattern, fixed=case.fixed, ignore_case=case.ignore_case)
             t1 = time.perf_counter()
-            found = grep.candidates(conn, query, None, [], [])
+            words = phrases.required(
+                case.pattern, fixed=case.fixed, word=case.word, ignore_case=case.ignore_case
+            )
+            found = grep.candidates(conn, query, None, [], [], words)
             t2 = time.perf_counter()
             asyncio.run(grepper.run(flags, found, LIMIT))
             t3 = time.perf_counter()

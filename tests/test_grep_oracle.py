@@ -163,6 +163,24 @@ def build(root: Path, rng: random.Random) -> None:
         f"-1{rng.randrange(10)},0x{rng.randrange(1 << 16):04x},{rng.choice(WORDS)}\n"
         for _ in range(30)
     ))  # fmt: skip
+    # Where a phrase of a literal's words (``phrases``) would lose a file if taken
+    # naively: words glued to the match's edges, a non-ASCII character between words,
+    # a superscript or a private-use character that ``-w`` takes for a boundary and
+    # FTS5 for a letter; and files holding the words elsewhere or in another order.
+    write(root / "phrases" / "glued.txt", (
+        "xInvalid number of channelsy\nkmemcache_alloc(p)\nmax = foo.bar(y);\n"
+    ))  # fmt: skip
+    write(root / "phrases" / "umlaut.txt", "x foo \u00fc bar y\n")
+    write(root / "phrases" / "superscript.txt", "kmem_cache_alloc\u00b2 here\n")
+    write(root / "phrases" / "private use.txt", "\ue000kmem_cache_alloc\n")
+    write(root / "phrases" / "kelvin.txt", "THE \u212aERNEL MODULE\n\u00b2\u212aMEM_CACHE_ALLOC\n")
+    write(
+        root / "phrases" / "crlf.txt", b"p = kmem_cache_alloc(c);\r\nInvalid number of channels\r\n"
+    )
+    write(
+        root / "phrases" / "decoy.txt", "kmem_cache then cache_alloc; channels of Invalid number\n"
+    )
+    write(root / "legacy" / "cp1252 words.txt", b"caf\xe9 au lait; \xe9kmem_cache_alloc\xe9\n")
     write(root / "notes" / "misc.txt", "see util.rs and main.rs\nabcd cdab\na dog, a cog, a zog\n")
     write(root / "empty.txt", "")
     write(root / "no newline at end.txt", "last line without a break")
@@ -281,6 +299,15 @@ CASES = [
     Case("é"),
     Case("^$"),
     Case("x*y+z?"),
+    # phrases of a literal's words
+    Case("Invalid number of channels", fixed=True),
+    Case("kmem_cache_alloc", word=True),
+    Case("kmem_cache_alloc", word=True, ignore_case=True),
+    Case("cache_alloc(", fixed=True),
+    Case("x = foo.bar(y)", fixed=True),
+    Case(" foo \u00fc bar ", fixed=True),
+    Case("the kernel module", fixed=True, ignore_case=True),
+    Case(" au lait;", fixed=True),
     # context, max count, files
     Case("impl", before=2, after=2),
     Case("class", before=1),
@@ -378,3 +405,16 @@ def test_selective_patterns_read_few_files_and_no_trigram_ones_all(
 
 def test_cases_cover_fifty_patterns() -> None:
     assert len(CASES) >= 50
+
+
+def test_a_literals_words_in_a_row_narrow_the_candidates(corpus: tuple[Daemon, Path]) -> None:
+    # phrases/decoy.txt holds every trigram of kmem_cache_alloc, not its words in a
+    # row: only the files rg reports and cp1252 words.txt (a non-ASCII byte next to the
+    # identifier) are read.
+    d, root = corpus
+    case = Case("kmem_cache_alloc", word=True)
+    reply = anyio.run(grep, d, case)
+    assert reply.candidates == len(rg_files(root, case)) + 1 == 4, reply
+    # A two-letter word has no trigram but is a word: not every file is read.
+    reply = anyio.run(grep, d, Case("ab", word=True))
+    assert not reply.scanned_all and reply.candidates < len(rg_searched(root)) / 2, reply

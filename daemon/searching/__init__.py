@@ -5,6 +5,7 @@ resolves prefix terms on the unstemmed index, ``frequency`` leaves out words too
 to choose by, ``searcher`` ranks with bm25 in one place, ``passages`` finds each hit's
 line and snippet; ``explanation`` says why a path is or is not indexed.
 
-grep: ``trigrams`` turns a pattern into the trigrams every match holds, ``grep`` finds
-the candidate files and runs ``ripgrep`` over them.
+grep: ``trigrams`` turns a pattern into the trigrams every match holds, ``phrases`` a
+literal into the phrases of its whole words, ``grep`` finds the candidate files and
+runs ``ripgrep`` over them.
 """

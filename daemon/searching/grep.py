@@ -1,10 +1,11 @@
 """grep: the files the trigram index cannot rule out, read by ripgrep.
 
-1. ``trigrams.required`` turns the pattern into a trigram query; ``candidates`` asks
-   ``docs_grams`` for the indexed files that satisfy it, within the path filter (in
-   the query, never after a limit), plus every file with a change still pending, so
-   an answer is never staler than the files. A pattern with no usable trigram reads
-   every indexed file (``scanned_all``).
+1. ``trigrams.required`` turns the pattern into a trigram query, and for a literal
+   ``phrases.required`` into phrases of its whole words; ``candidates`` asks
+   ``docs_grams`` and ``docs`` for the indexed files that satisfy both, within the
+   path filter (in the query, never after a limit), plus every file with a change
+   still pending, so an answer is never staler than the files. A pattern with neither
+   reads every indexed file (``scanned_all``).
 2. ``Grepper.run`` hands the candidates, in ripgrep's path order, to ripgrep: a few
    MB of them to one process; more in chunks (small first, so that a pattern matching
    everywhere answers from the first few files), two processes at a time. Once
@@ -24,10 +25,10 @@ from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE
 from typing import Final
 
-from kbindex.daemon.indexing.documents import GRAMS, as_json
+from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path, real_path
-from kbindex.daemon.searching import ripgrep, trigrams
+from kbindex.daemon.searching import phrases, ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
 from kbindex.daemon.storage.store import is_damage
 from kbindex.daemon.watching.changes import Changes
@@ -95,14 +96,24 @@ def candidates(
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
+    words: phrases.Words | None = None,
 ) -> Candidates:
     """The indexed files that may hold a match (in the reader thread): those the
-    trigram index admits, those under a ``pending`` path (a changed file, directory or
-    root whose text may differ from the index), and ``new`` files (path, relpath) not
-    indexed yet; all within ``path_filter``."""
-    cond, params = path_condition(path_filter)
-    match = None if len(pending) > PENDING_PATHS else trigrams.match_expression(query)
-    indexed = f"f.skip_reason IS NULL AND {cond}"
+    trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
+    changed file, directory or root whose text may differ from the index), and ``new``
+    files (path, relpath) not indexed yet; all within ``path_filter``."""
+    cond, path_params = path_condition(path_filter)
+    narrowed = len(pending) <= PENDING_PATHS
+    match = trigrams.match_expression(query) if narrowed else None
+    words = words if narrowed else None
+    indexed, params = f"f.skip_reason IS NULL AND {cond}", list(path_params)
+    if words is not None:
+        said = f"f.id IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+        params.append(words.phrases)
+        if words.unless is not None:
+            said += f" OR f.id IN (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH ?)"
+            params.append(words.unless)
+        indexed += f" AND ({said})"
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
         if match is None:
@@ -115,16 +126,18 @@ def candidates(
                 f" WHERE {GRAMS} MATCH ? AND {indexed}"
             )
             rows = conn.execute(sql, [match, *params]).fetchall()
+        if match is not None or words is not None:
             under = (
                 "SELECT f.path, f.size FROM files f"
-                f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
+                " WHERE (f.path = ? OR (f.path > ? AND f.path < ?))"
+                f" AND f.skip_reason IS NULL AND {cond}"
             )
             for p in pending:
-                rows += conn.execute(under, [p, p + "/", p + "0", *params]).fetchall()
+                rows += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
         rows += conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
             f" FROM json_each(?)) f WHERE {cond}",
-            [as_json(new), *params],
+            [as_json(new), *path_params],
         ).fetchall()
     except sqlite3.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
@@ -134,9 +147,10 @@ def candidates(
         conn.set_progress_handler(None, 0)
     sizes = dict(rows)
     # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-    # would put '-' before '/').
-    ordered = sorted(sizes, key=lambda p: p.split("/"))
-    return Candidates(ordered, match is None, sum(sizes.values()))
+    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
+    # holds, gives that order by plain string comparison (lists of parts are slower).
+    ordered = sorted(sizes, key=lambda p: p.replace("/", "\0"))
+    return Candidates(ordered, match is None and words is None, sum(sizes.values()))
 
 
 def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:

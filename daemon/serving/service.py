@@ -25,7 +25,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
-from kbindex.daemon.searching import grep, ripgrep, searcher, trigrams
+from kbindex.daemon.searching import grep, phrases, ripgrep, searcher, trigrams
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
@@ -297,7 +297,13 @@ class Service:
         )
         changes, rules = self.changes, self.indexer.rules
         pending, new = await anyio.to_thread.run_sync(grep.pending, changes, rules)
-        found = await self._read(grep.candidates, query, request.path, pending, new)
+        words = phrases.required(
+            request.pattern,
+            fixed=request.fixed,
+            word=request.word,
+            ignore_case=request.ignore_case,
+        )
+        found = await self._read(grep.candidates, query, request.path, pending, new, words)
         flags = ripgrep.Flags(
             request.pattern,
             fixed=request.fixed,
