@@ -82,10 +82,31 @@ def test_a_huge_file_gives_at_most_max_chunks_and_a_huge_line_is_cut() -> None:
     text = "\n\n".join("word " * 300 for _ in range(chunks.MAX_CHUNKS * 2))
     assert len(chunks.split("big.txt", "", text)) == chunks.MAX_CHUNKS
     one_line = "x" * 1_000_000
-    (only,) = chunks.split("min.js", "", one_line)
-    assert len(only.text) <= chunks.MAX_LINE_CHARS
+    pieces = chunks.split("min.js", "", one_line)
+    assert sum(len(c.text) for c in pieces) == chunks.MAX_LINE_CHARS
 
 
 def test_empty_and_blank_documents_have_no_passages() -> None:
     assert chunks.split("empty.md", "", "") == []
     assert chunks.split("blank.md", "", "\n  \n\t\n") == []
+
+
+def test_a_paragraph_on_one_long_line_is_read_in_pieces_cut_after_sentences() -> None:
+    sentences = [f"Sentence {i} says something about topic {i}." for i in range(80)]
+    text = "# Title\n\n" + " ".join(sentences) + "\n"
+    found = chunks.split("long.md", "Title", text)
+    assert len(found) > 2
+    assert all(c.start == c.end == 3 for c in found[1:])
+    pieces = [c.text.removeprefix("Title\n") for c in found]
+    assert all(len(p) <= chunks.TARGET_CHARS + len("# Title\n") for p in pieces)
+    # Every sentence is read, whole, in exactly one passage.
+    for sentence in sentences:
+        assert sum(sentence in p for p in pieces) == 1
+
+
+def test_a_heading_goes_with_the_text_after_it_even_when_that_is_long() -> None:
+    text = "# Title\n\n" + "word " * 190 + "\n"
+    found = chunks.split("a.md", "Title", text)
+    assert len(found) == 1
+    assert found[0].text.startswith("# Title\n")
+    assert (found[0].start, found[0].end) == (1, 3)

@@ -102,12 +102,31 @@ def _blocks(lines: list[str], prose: bool) -> list[_Block]:
         if not line.strip():
             current = None
             continue
-        if current is None or current.chars + len(line) > TARGET_CHARS:
-            current = _Block(number, number, [], heading, starts_section=False)
-            blocks.append(current)
-        current.lines.append(line)
-        current.end = number
+        for piece in _pieces(line):
+            if current is None or current.chars + len(piece) > TARGET_CHARS:
+                current = _Block(number, number, [], heading, starts_section=False)
+                blocks.append(current)
+            current.lines.append(piece)
+            current.end = number
     return blocks
+
+
+def _pieces(line: str) -> list[str]:
+    """A line in pieces of at most TARGET_CHARS, cut after a sentence or at a space
+    where it can be: a paragraph written as one long line is read whole, not only
+    its first 256 word pieces."""
+    pieces: list[str] = []
+    while len(line) > TARGET_CHARS:
+        cut = line.rfind(". ", TARGET_CHARS // 2, TARGET_CHARS) + 1
+        if cut <= 0:
+            cut = line.rfind(" ", TARGET_CHARS // 2, TARGET_CHARS)
+        if cut <= 0:
+            cut = TARGET_CHARS
+        pieces.append(line[:cut].rstrip())
+        line = line[cut:].lstrip()
+    if line:
+        pieces.append(line)
+    return pieces
 
 
 def _heading(line: str, lines: list[str], number: int) -> str | None:
@@ -122,11 +141,14 @@ def _heading(line: str, lines: list[str], number: int) -> str | None:
 
 
 def _pack(blocks: list[_Block]) -> list[list[_Block]]:
-    """Consecutive blocks grouped up to TARGET_CHARS; a new section starts a new group."""
+    """Consecutive blocks grouped up to TARGET_CHARS; a new section starts a new group,
+    and a heading is never a passage alone (it goes with the block after it)."""
     groups: list[list[_Block]] = []
     size = 0
     for block in blocks:
-        if groups and not block.starts_section and size + block.chars <= TARGET_CHARS:
+        heading_alone = bool(groups) and len(groups[-1]) == 1 and groups[-1][0].starts_section
+        fits = size + block.chars <= TARGET_CHARS
+        if groups and not block.starts_section and (fits or heading_alone):
             groups[-1].append(block)
             size += block.chars
             continue

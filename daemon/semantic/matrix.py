@@ -1,10 +1,14 @@
 """Every passage vector in memory, searched exactly: one matrix product per query.
 
 Why exact and in memory: at the sizes embedded here (tens to hundreds of thousands of
-passages; a million takes days to embed on 2 cores) a product over float16 rows,
-taken in blocks, costs milliseconds to tens of milliseconds and needs no index to
-build or tune (``bench/README.md`` has the figures). float16 halves the memory of
-float32 and changes no ranking that matters.
+passages; a million takes days to embed on 2 cores) a product over every row costs
+milliseconds and needs no index to build or tune (``bench/README.md`` has the figures).
+
+Rows are kept as int8 with a scale each (388 bytes a passage, a quarter of float32):
+converting int8 blocks to float32 is several times faster than float16's conversion,
+and on SciFact it moved nDCG@10 by at most 0.002. Blocks of BLOCK_ROWS rows keep the
+product on one thread (BLAS would spread larger ones over both cores) and the scratch
+memory in the cache.
 
 The embedder appends and retires rows; searches run in reader threads at the same
 time, so both take one lock (a search holds it for the product only).
@@ -20,8 +24,7 @@ from typing import Any, Final, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-BLOCK_ROWS: Final = 32_768
-"""Rows converted to float32 at a time during a search: bounds its scratch memory."""
+BLOCK_ROWS: Final = 1024
 _GROW: Final = 1.5
 A = TypeVar("A", bound=np.ndarray[Any, Any])
 
@@ -51,7 +54,8 @@ class Matrix:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self._lock = threading.Lock()
-        self._rows = np.zeros((0, dim), dtype=np.float16)
+        self._rows = np.zeros((0, dim), dtype=np.int8)
+        self._scale = np.zeros(0, dtype=np.float32)
         self._file = np.zeros(0, dtype=np.int64)
         self._lines = np.zeros((0, 2), dtype=np.int32)
         self._live = np.zeros(0, dtype=bool)
@@ -65,10 +69,11 @@ class Matrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self._rows.nbytes + self._file.nbytes + self._lines.nbytes)
+        arrays = (self._rows, self._scale, self._file, self._lines, self._live)
+        return sum(int(a.nbytes) for a in arrays)
 
     def put(
-        self, file_id: int, lines: list[tuple[int, int]], vectors: npt.NDArray[np.float16]
+        self, file_id: int, lines: list[tuple[int, int]], vectors: npt.NDArray[np.floating[Any]]
     ) -> None:
         """Replace the passages of ``file_id`` with these (one vector row each)."""
         with self._lock:
@@ -78,7 +83,7 @@ class Matrix:
                 return
             self._reserve(self._used + count)
             at = slice(self._used, self._used + count)
-            self._rows[at] = vectors
+            self._rows[at], self._scale[at] = _quantised(vectors)
             self._file[at] = file_id
             self._lines[at] = lines
             self._live[at] = True
@@ -103,6 +108,7 @@ class Matrix:
             return
         size = max(needed, int(len(self._rows) * _GROW), 1024)
         self._rows = _grown(self._rows, size)
+        self._scale = _grown(self._scale, size)
         self._file = _grown(self._file, size)
         self._lines = _grown(self._lines, size)
         self._live = _grown(self._live, size)
@@ -110,6 +116,7 @@ class Matrix:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._live[: self._used])
         self._rows = self._rows[keep].copy()
+        self._scale = self._scale[keep].copy()
         self._file = self._file[keep].copy()
         self._lines = self._lines[keep].copy()
         self._live = np.ones(len(keep), dtype=bool)
@@ -131,9 +138,13 @@ class Matrix:
         with self._lock:
             used = self._used
             scores = np.empty(used, dtype=np.float32)
+            scratch = np.empty((BLOCK_ROWS, self.dim), dtype=np.float32)
             for begin in range(0, used, BLOCK_ROWS):
-                block = self._rows[begin : min(used, begin + BLOCK_ROWS)].astype(np.float32)
-                scores[begin : begin + len(block)] = block @ query
+                block = self._rows[begin : min(used, begin + BLOCK_ROWS)]
+                rows = scratch[: len(block)]
+                np.copyto(rows, block, casting="unsafe")
+                scores[begin : begin + len(block)] = rows @ query
+            scores *= self._scale[:used]
             files = self._file[:used].copy()
             lines = self._lines[:used].copy()
             keep = self._live[:used].copy()
@@ -142,8 +153,8 @@ class Matrix:
             keep &= np.isin(files, allowed, assume_unique=False)
         scores[~keep] = -np.inf
         given = {}
-        for file_id, rows in rows_of.items():
-            row = rows[int(np.argmax(scores[rows]))]
+        for file_id, owned in rows_of.items():
+            row = owned[int(np.argmax(scores[owned]))]
             if np.isfinite(scores[row]):
                 given[file_id] = Passage(file_id, float(scores[row]), *map(int, lines[row]))
         live = scores[keep]
@@ -177,6 +188,15 @@ class Matrix:
             Passage(int(files[r]), float(scores[r]), int(lines[r, 0]), int(lines[r, 1]))
             for r in best[:limit]
         ]
+
+
+def _quantised(
+    vectors: npt.NDArray[np.floating[Any]],
+) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """Each row as int8 times a scale of its own (its largest magnitude over 127)."""
+    rows = np.asarray(vectors, dtype=np.float32)
+    scale = np.maximum(np.abs(rows).max(axis=1), 1e-12) / 127.0
+    return np.rint(rows / scale[:, None]).astype(np.int8), scale.astype(np.float32)
 
 
 def _grown(array: A, size: int) -> A:
