@@ -318,7 +318,9 @@ class SemanticStatus(msgspec.Struct, kw_only=True):
     state: str
     """``off`` (setting, or the extra not installed) | ``waiting`` (loads once the
     first scan is done) | ``loading`` | ``embedding`` | ``ready`` | ``unavailable``
-    (the model failed to load: ``detail`` says why; searches use words)."""
+    (the model failed to load: ``detail`` says why; searches use words) | ``failing``
+    (the last pass failed, ``detail`` says why; it is tried again, and the vectors
+    made so far serve searches)."""
     detail: str = ""
     model: str = ""
     files: int = 0

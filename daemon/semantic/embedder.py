@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -53,7 +54,8 @@ class Progress:
     """What status shows of embedding."""
 
     state: str = "off"
-    """``off`` | ``loading`` | ``embedding`` | ``ready`` | ``unavailable``."""
+    """``waiting`` | ``loading`` | ``embedding`` | ``ready`` | ``unavailable`` |
+    ``failing`` (see ``SemanticStatus.state``)."""
     detail: str = ""
     backlog: int = 0
     files: int = 0
@@ -127,12 +129,25 @@ class Embedder:
                 if due and self.enabled() and self.health.progress is None:
                     self._seen_writes = self.store.writes
                     last_pass = anyio.current_time()
-                    await self._call(self._pass)
+                    await self._pass_or_report()
                 await anyio.sleep(POLL_SECONDS)
         finally:
             self._stop.set()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._close)
+
+    async def _pass_or_report(self) -> None:
+        """A pass; one that fails (a full disk under the vector file, out of memory in
+        the model) is logged and shown in status, and the next pass tries again. The
+        vectors already made keep serving searches."""
+        try:
+            await self._call(self._pass)
+        except Exception as exc:
+            log.exception("embedding failed; trying again in %.0f s", PASS_EVERY_SECONDS)
+            self.progress.state = "failing"
+            self.progress.detail = f"embedding failed: {exc}; trying again"
+        else:
+            self.progress.detail = ""
 
     async def _call(self, fn: Callable[[], bool]) -> bool:
         future = self._thread.submit(fn)
@@ -145,11 +160,11 @@ class Embedder:
     def _open(self) -> bool:
         try:
             self.encoder.load()
-        except EncoderUnavailable as exc:
+            self.vectors.open(self.encoder.name, self.encoder.dim)
+        except (EncoderUnavailable, OSError, sqlite3.Error) as exc:
             self.progress.state, self.progress.detail = "unavailable", str(exc)
             log.warning("search by meaning is unavailable: %s; searches use words", exc)
             return False
-        self.vectors.open(self.encoder.name, self.encoder.dim)
         matrix = Matrix(self.encoder.dim)
         current: list[tuple[int, int]] = []
         rows: list[bytes] = []
