@@ -8,6 +8,7 @@ import numpy as np
 from conftest import note
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.searcher import Hit
 from kbindex.daemon.semantic.matrix import Matrix
 from kbindex.daemon.storage.store import Store
 
@@ -23,17 +24,20 @@ def vector(cosine: float) -> np.ndarray:
     return np.array([[cosine, np.sqrt(1 - cosine**2)]], dtype=np.float16)
 
 
-def run(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[str]:
+def hits(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[Hit]:
     with store.reader() as conn:
-        result = hybrid.search(
+        return hybrid.search(
             conn,
             compile_query(query),
             10,
             None,
             lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
             words=words,
-        )
-    return [h.relpath for h in result.hits]
+        ).hits
+
+
+def run(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[str]:
+    return [h.relpath for h in hits(store, matrix, query, words=words)]
 
 
 def test_meaning_lifts_a_file_the_words_rank_lower(store: Store) -> None:
@@ -79,15 +83,6 @@ def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store) -> None:
     rows = np.concatenate([vector(0.1), vector(0.95)])
     matrix.put(found["lamps.md"], [(1, 3), (5, 5)], rows)
     matrix.put(found["other.md"], [(1, 1)], vector(0.2))
-    with store.reader() as conn:
-        result = hybrid.search(
-            conn,
-            compile_query("lantern"),
-            10,
-            None,
-            lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
-            words=True,
-        )
-    lamps = next(h for h in result.hits if h.relpath == "lamps.md")
+    lamps = next(h for h in hits(store, matrix, "lantern") if h.relpath == "lamps.md")
     assert lamps.line == 5
     assert "glowing paper lights" in lamps.snippet

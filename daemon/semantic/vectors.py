@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.storage.store import transaction
 
 SCHEMA_VERSION: Final = 1
 _SCHEMA: Final = """
@@ -85,7 +86,7 @@ class VectorFile:
         wanted = {"model": model, "dim": str(dim), "version": str(SCHEMA_VERSION)}
         found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if found != wanted:
-            with _transaction(conn):
+            with transaction(conn):
                 for table in ("vectors", "spans", "embedded", "meta"):
                     conn.execute(f"DELETE FROM {table}")
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", wanted.items())
@@ -135,7 +136,7 @@ class VectorFile:
         """In one transaction: the new vectors, and for each file its passages and
         the stamp it was done for (replacing what it had)."""
         conn = self.conn
-        with _transaction(conn):
+        with transaction(conn):
             conn.executemany(
                 "INSERT OR IGNORE INTO vectors VALUES (?, ?)",
                 ((key, vector.tobytes()) for key, vector in new.items()),
@@ -157,7 +158,7 @@ class VectorFile:
     def forget(self, file_ids: Sequence[int]) -> None:
         """Drop these files' passages, and the vectors no passage uses any more."""
         conn = self.conn
-        with _transaction(conn):
+        with transaction(conn):
             conn.executemany("DELETE FROM spans WHERE file_id = ?", ((i,) for i in file_ids))
             conn.executemany("DELETE FROM embedded WHERE file_id = ?", ((i,) for i in file_ids))
             conn.execute(
@@ -186,16 +187,3 @@ class VectorFile:
             with suppress(OSError):
                 total += Path(f"{self.path}{suffix}").stat().st_size
         return total
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise

@@ -186,20 +186,10 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        """One write transaction. SQLite ends a transaction itself on some errors (a
-        full disk): then a ROLLBACK fails and would hide the real error, hence the
-        ``in_transaction`` check."""
         conn = self.writer
         self.checkpoints.before_write(conn)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             yield
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
         self.writes += 1
         self.checkpoints.wrote()
 
@@ -441,6 +431,22 @@ class Store:
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction on ``conn``. SQLite ends a transaction itself on some
+    errors (a full disk): then a ROLLBACK fails and would hide the real error, hence
+    the ``in_transaction`` check."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def disk_bytes(db_path: Path) -> tuple[int, int]:
