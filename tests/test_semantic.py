@@ -266,3 +266,13 @@ async def test_the_mcp_search_tool_passes_on_why_meaning_is_not_used(
     assert [r["relpath"] for r in data["results"]] == ["table.md"]
     assert any("search by meaning is off" in n for n in data["notes"])
     assert "search by meaning is off" in text(asked)
+
+
+async def test_a_damaged_vector_file_is_replaced_and_refilled(make_daemon: MakeDaemon) -> None:
+    d = semantic_daemon(make_daemon)
+    write(d.root / "table.md", GRID)
+    d.state_dir.mkdir(parents=True)
+    (d.state_dir / "vectors.sqlite3").write_bytes(b"not a database\x00" * 1000)
+    await d.start()
+    await embedded(d, 1)
+    assert await d.search_paths(PARAPHRASE, mode="semantic") == ["table.md"]

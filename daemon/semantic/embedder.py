@@ -118,7 +118,13 @@ class Embedder:
             while not self.enabled() or self.health.last_scan_at is None:  # noqa: ASYNC110
                 await anyio.sleep(POLL_SECONDS)
             self.progress.state = "loading"
-            if not await self._call(self._open):
+            try:
+                opened = await self._call(self._open)
+            except Exception as exc:  # a damaged install or vector file: never the daemon
+                log.exception("search by meaning is unavailable")
+                self.progress.state, self.progress.detail = "unavailable", str(exc)
+                return
+            if not opened:
                 return
             last_pass = 0.0
             while True:
