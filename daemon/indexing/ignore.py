@@ -233,7 +233,7 @@ class IgnoreRules:
         Then ``path`` is a real path (below a resolved root, never through a symlink), so
         it is not resolved (a system call per component), and the walk checks the marker
         files itself once it lists the directory (``marked``): two system calls less per
-        directory, which a tree of 5,000 directories pays at every scan."""
+        directory, at every scan."""
         if name in IGNORED_DIR_NAMES or name.endswith(".egg-info"):
             return f"built-in ignore: {name}/"
         if path in self.private_dirs or (

@@ -234,8 +234,8 @@ class _Query:
     ) -> tuple[list[Any], int]:
         """``_ranked``'s rows and how many documents ``source`` finds, in one pass over
         its matches: every (rowid, score) is kept in a temporary table, then counted
-        and its best ``limit`` rows taken. Keeping them costs more than counting a
-        plain word's matches again (about 0.4 µs a match), so only prefix terms do."""
+        and its best ``limit`` rows taken. Keeping every match costs more than counting
+        a plain word's matches again, so only prefix terms are ranked this way."""
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
         scored = f"WITH m AS MATERIALIZED (SELECT d.rowid AS id, {ranking} AS score FROM {source})"
         best = (

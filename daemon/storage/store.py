@@ -67,7 +67,7 @@ def is_unwritable(exc: BaseException) -> bool:
 
 class Known(NamedTuple):
     """A file as the index last recorded it. A named tuple, not a frozen dataclass:
-    every reconcile builds one per indexed file, and a tuple is built several times faster."""
+    every reconcile builds one per indexed file (see ``scanner.Seen``)."""
 
     id: int
     size: int
