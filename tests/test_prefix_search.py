@@ -94,3 +94,23 @@ def test_a_prefix_counts_only_its_own_words_beyond_the_first_page(store: Store) 
     assert filtered.total == 10 and {h.relpath for h in filtered.hits} == {
         f"campus{i:02d}.md" for i in range(10)
     }
+
+
+def test_a_prefix_is_counted_while_ranked_in_both_forms_of_the_ranking(store: Store) -> None:
+    # A prefix's matches are counted in the ranking's own pass: the hits' ranking
+    # (search) and the ids-only one (rank, used by hybrid) must give the same
+    # documents, scores and total as each other, beyond one page and with none.
+    add(
+        store,
+        **{f"lock{i:02d}": "spin_lock_irq " * (i % 4 + 1) + f"note {i}" for i in range(14)},
+        other="spin_unlock and lock_irq, never the three in a row",
+    )
+    with store.reader() as conn:
+        for query, total in (("spin_lock_irq*", 14), ("spin_lock_nothing*", 0)):
+            compiled = compile_query(query)
+            result = searcher.search(conn, compiled, 10, None)
+            ids, ranked_total, _ = searcher.rank(conn, compiled, 10, None)
+            assert result.total == ranked_total == total
+            assert len(result.hits) == len(ids) == min(total, 10)
+            assert [h.score for h in result.hits] == [round(s, 4) for _, s in ids]
+            assert all(h.relpath.startswith("lock") for h in result.hits)

@@ -20,6 +20,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path
@@ -27,8 +28,10 @@ from kbindex.daemon.indexing.textfile import display_path
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Seen:
+class Seen(NamedTuple):
+    """A file as listed. A named tuple, not a frozen dataclass: a walk builds one per
+    file, and a frozen dataclass sets each field through ``object.__setattr__``."""
+
     path: str
     root: str
     relpath: str
@@ -44,7 +47,7 @@ class Seen:
         mtime alone miss an edit that keeps them (``cp -p``, ``touch -r``, ``rsync -t``,
         ``tar x``, a restored backup): the change time cannot be set back, and a file
         replaced by another gets a new inode."""
-        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
+        return self[3:8]
 
 
 @dataclass(slots=True)
@@ -67,7 +70,9 @@ def walk(
     root: Path, start: Path, rules: IgnoreRules, memo: dict[str, Chain | str] | None = None
 ) -> Walk:
     """Walk ``start`` (``root`` itself or a path inside it) and stat every eligible file.
-    ``memo`` caches the ignore rules of directories between the scopes of one refresh."""
+    ``memo`` caches the ignore rules of directories between the scopes of one refresh.
+    A directory ``start`` is a real path (``Roots`` resolves them), so every directory
+    met below it, never through a symlink, is one too."""
     result = Walk()
     root_s = str(root)
     prefix_len = len(root_s) + 1
@@ -86,13 +91,14 @@ def walk(
         return result
     if not is_dir:
         reason = rules.ignored_file(start.name, str(start), context)
-        seen = _seen_file(root, str(start), st, prefix_len) if reason is None else None
+        seen = _seen_file(root_s, str(start), st, prefix_len) if reason is None else None
         if seen is not None:
             result.files[seen.path] = seen
         return result
 
-    # (directory, chain, entered): a directory's own pattern files are added to the
-    # chain once it is listed, so no extra stat is spent on directories without them.
+    # (directory, chain, entered): a directory's marker files are looked for, and its
+    # own pattern files added to the chain, once it is listed, so no extra stat is
+    # spent on directories without them.
     stack: list[tuple[str, Chain, bool]] = [(str(start), context, True)]
     while stack:
         directory, chain, entered = stack.pop()
@@ -104,13 +110,18 @@ def walk(
             result.problems.append((display_path(directory), exc.strerror or str(exc)))
             log.warning("cannot list %r: %s", display_path(directory), exc.strerror or exc)
             continue
-        if not entered:
-            chain = rules.enter(chain, directory, (e.name for e in entries))
         ignored_by = result.ignored_by
+        if not entered:
+            names = {e.name for e in entries}
+            reason = rules.marked(directory, names)
+            if reason is not None:
+                ignored_by[reason] = ignored_by.get(reason, 0) + 1
+                continue
+            chain = rules.enter(chain, directory, names)
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    reason = rules.ignored_dir(entry.path, entry.name, chain)
+                    reason = rules.ignored_dir(entry.path, entry.name, chain, walking=True)
                     if reason is None:
                         stack.append((entry.path, chain, False))
                     else:
@@ -124,13 +135,13 @@ def walk(
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished between listing and stat
-            seen = _seen_file(root, entry.path, st, prefix_len)
+            seen = _seen_file(root_s, entry.path, st, prefix_len)
             if seen is not None:
                 result.files[seen.path] = seen
     return result
 
 
-def _seen_file(root: Path, path: str, st: os.stat_result, prefix_len: int) -> Seen | None:
+def _seen_file(root: str, path: str, st: os.stat_result, prefix_len: int) -> Seen | None:
     """The file at ``path`` as listed, or None for a symlink or a directory; the
     caller has applied the ignore rules."""
     if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
@@ -150,5 +161,5 @@ def _seen_file(root: Path, path: str, st: os.stat_result, prefix_len: int) -> Se
     # An inode number can use all 64 bits; SQLite keeps signed ones.
     ino = st.st_ino & 0x7FFF_FFFF_FFFF_FFFF
     return Seen(
-        shown, str(root), shown[prefix_len:], size, st.st_mtime_ns, st.st_ctime_ns, ino, st.st_dev
+        shown, root, shown[prefix_len:], size, st.st_mtime_ns, st.st_ctime_ns, ino, st.st_dev
     )

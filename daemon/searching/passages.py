@@ -181,6 +181,8 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     for line_start, line_end, present in lines:
         if len(present) == 1:
             shown = len(coverage[present[0]])
+        elif len(frozenset().union(*(coverage[s] for s in present))) <= best:
+            continue  # even if every spelling here counts, the line cannot beat the best
         else:
             on_line = _occurrences(lowered, present, line_start, line_end)
             shown = len(frozenset().union(*(coverage[s] for _, _, s in on_line)))

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from kbindex.daemon.indexing.documents import EXACT, STEMMED
 from kbindex.daemon.searching import frequency, passages, prefixes
-from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr
+from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
 from kbindex.daemon.storage.store import is_damage
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
@@ -192,8 +192,13 @@ class _Query:
             checks, exact = _checks(resolved)
             source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
             args: list[object] = [resolved.match, *params, *exact]
-            rows = self._ranked(conn, source, args)
-            total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
+            if has_prefix(match):
+                # A prefix term's phrases (with FTS5's own prefix, a merge of every word
+                # it starts) cost as much to find again as to rank: counted while ranked.
+                rows, total = self._ranked_counted(conn, source, args)
+            else:
+                rows = self._ranked(conn, source, args)
+                total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
         except sqlite3.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -223,6 +228,32 @@ class _Query:
             ORDER BY s.score, s.id
         """
         return conn.execute(sql, [*args, self.limit]).fetchall()
+
+    def _ranked_counted(
+        self, conn: sqlite3.Connection, source: str, args: list[object]
+    ) -> tuple[list[Any], int]:
+        """``_ranked``'s rows and how many documents ``source`` finds, in one pass over
+        its matches: every (rowid, score) is kept in a temporary table, then counted
+        and its best ``limit`` rows taken. Keeping every match costs more than counting
+        a plain word's matches again, so only prefix terms are ranked this way."""
+        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        scored = f"WITH m AS MATERIALIZED (SELECT d.rowid AS id, {ranking} AS score FROM {source})"
+        best = (
+            "SELECT id, score, (SELECT count(*) FROM m) AS total FROM m ORDER BY score, id LIMIT ?"
+        )
+        if self.ids_only:
+            rows = conn.execute(f"{scored} {best}", [*args, self.limit]).fetchall()
+            return [row[:2] for row in rows], rows[0][2] if rows else 0
+        sql = f"""
+            {scored}
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score,
+                s.total
+            FROM ({best}) s
+            JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
+            ORDER BY s.score, s.id
+        """
+        rows = conn.execute(sql, [*args, self.limit]).fetchall()
+        return [row[:9] for row in rows], rows[0][9] if rows else 0
 
 
 def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:

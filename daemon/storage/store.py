@@ -19,9 +19,8 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
@@ -66,8 +65,10 @@ def is_unwritable(exc: BaseException) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
+class Known(NamedTuple):
+    """A file as the index last recorded it. A named tuple, not a frozen dataclass:
+    every reconcile builds one per indexed file (see ``scanner.Seen``)."""
+
     id: int
     size: int
     mtime_ns: int
@@ -79,7 +80,7 @@ class Known:
     @property
     def signature(self) -> tuple[int, int, int, int, int]:
         """As ``Seen.signature``, for the file as it was when indexed."""
-        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.dev)
+        return self[1:6]
 
 
 Update = tuple[Seen, documents.Document | Loaded | Skipped]
