@@ -34,10 +34,10 @@ def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-async def _wait_indexed(d: common.Daemon, within: float) -> None:
+async def _wait_indexed(d: common.Daemon, within: float) -> int:
     await common.wait_serving(d)
     async with Client.connect(d.sock, client_name="index_ab") as c:
-        await common.wait_scan(c, within, poll=0.2)
+        return (await common.wait_scan(c, within, poll=0.2)).indexed_files
 
 
 def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        anyio.run(_wait_indexed, d, 3600.0)
+        indexed = anyio.run(_wait_indexed, d, 3600.0)
         wall = time.perf_counter() - d.started
         done.set()
         sampler.join()
@@ -70,6 +70,7 @@ def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[
             "peak_rss_mb": round(common.peak_rss_mb(d.proc.pid)),
             "rss_end_mb": round(common.rss_mb(d.proc.pid)),
             "peak_sampled_at_s": round(peak_at[0], 1),
+            "indexed_files": indexed,
             "index_bytes": sum(disk_bytes(d.state / "index.sqlite3")),
             "load_before_after": [load_before, load()],
             "rss_timeline": [(round(t, 1), round(r)) for t, r in samples[::step]],
@@ -102,7 +103,8 @@ def main() -> int:
             print(
                 f"{name}: wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB"
                 f" (at {r['peak_sampled_at_s']} s), RSS at end {r['rss_end_mb']} MB,"
-                f" index {r['index_bytes'] / 1e6:.0f} MB, load {r['load_before_after']}",
+                f" {r['indexed_files']} files, index {r['index_bytes'] / 1e6:.0f} MB,"
+                f" load {r['load_before_after']}",
                 flush=True,
             )
     common.write_results({"tree": str(args.tree), "runs": runs}, args.json, work / "index_ab.json")
