@@ -41,9 +41,14 @@ _EXACT_JSON: Final = "value->>0, value->>1 FROM json_each(?)"
 _encode = msgspec.json.Encoder().encode
 IN_JSON: Final = "(SELECT value FROM json_each(?))"
 """The values of a JSON array (``as_json``), for ``IN``."""
-STATEMENT_CHARS: Final = 4 << 20
-"""Text per statement, at most about (one document may be larger): bounds the copies
-a batch makes (JSON text, SQLite's parse) to a few MB whatever the batch size."""
+STATEMENT_CHARS: Final = 1 << 20
+"""Text per JSON statement, at most about: bounds the copies a batch makes (JSON text,
+SQLite's parse, about three times the text) whatever the batch size."""
+LARGE_ROW_CHARS: Final = 256 << 10
+"""A document with this much text or more is written on its own, with plain parameters:
+SQLite's JSON functions took about fifteen times a long row's text to take it apart
+(180 MB for one 8.7 MB header, 56 MB as parameters). Such files are few (264 of a
+kernel's 78,567), so statements of their own add few GIL waits."""
 
 Row = tuple[str, str, str, str, str]
 """The values of ``COLUMNS`` for one document."""
@@ -119,19 +124,42 @@ def _chunks(rows: Sequence[tuple[int, tuple[str, ...]]]) -> Iterator[list[tuple[
         yield chunk
 
 
+def _write(
+    conn: sqlite3.Connection,
+    sql: str,
+    rows: Sequence[tuple[int, tuple[str, ...]]],
+    large: str,
+) -> None:
+    """Run ``sql`` (``json_each(?)`` over ``[rowid, *values]`` items) on ``rows``, a
+    statement per STATEMENT_CHARS of text; ``large`` (``?`` for the rowid, then one
+    per value) on each row of LARGE_ROW_CHARS or more, alone (see LARGE_ROW_CHARS)."""
+    small = []
+    for rowid, values in rows:
+        if sum(len(v) for v in values) >= LARGE_ROW_CHARS:
+            conn.execute(large, (rowid, *values))
+        else:
+            small.append((rowid, values))
+    for chunk in _chunks(small):
+        conn.execute(sql, (as_json(chunk),))
+
+
 def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str, str | None]]) -> None:
     """Add ``(rowid, values, exact_text, grams)`` documents to the tables, a statement
     per STATEMENT_CHARS of text; none of the rowids may be there yet. ``grams`` None
     leaves ``docs_grams`` as it is (a rename: the text did not change)."""
-    sql = f"INSERT INTO {STEMMED}(rowid, {_NAMES}) SELECT {_FROM_JSON} FROM json_each(?)"
-    for chunk in _chunks([(rowid, row) for rowid, row, _, _ in docs]):
-        conn.execute(sql, (as_json(chunk),))
-    exact = f"INSERT INTO {EXACT}(rowid, words) SELECT {_EXACT_JSON}"
-    for chunk in _chunks([(rowid, (words,)) for rowid, _, words, _ in docs]):
-        conn.execute(exact, (as_json(chunk),))
-    trigrams = f"INSERT INTO {GRAMS}(rowid, grams) SELECT {_EXACT_JSON}"
-    for chunk in _chunks([(rowid, (g,)) for rowid, _, _, g in docs if g]):
-        conn.execute(trigrams, (as_json(chunk),))
+    stemmed = f"INSERT INTO {STEMMED}(rowid, {_NAMES})"
+    _write(
+        conn,
+        f"{stemmed} SELECT {_FROM_JSON} FROM json_each(?)",
+        [(rowid, row) for rowid, row, _, _ in docs],
+        f"{stemmed} VALUES (?{', ?' * len(COLUMNS)})",
+    )
+    for table, column, values in (
+        (EXACT, "words", [(rowid, (words,)) for rowid, _, words, _ in docs]),
+        (GRAMS, "grams", [(rowid, (g,)) for rowid, _, _, g in docs if g]),
+    ):
+        into = f"INSERT INTO {table}(rowid, {column})"
+        _write(conn, f"{into} SELECT {_EXACT_JSON}", values, f"{into} VALUES (?, ?)")
 
 
 def remove(
@@ -152,10 +180,15 @@ def remove(
     conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
     rows: list[tuple[int, Row]] = [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
     delete = "INSERT INTO {0}({0}, rowid, {1}) SELECT 'delete', " + _EXACT_JSON
-    for chunk in _chunks([(rowid, (exact_text(row),)) for rowid, row in rows]):
-        conn.execute(delete.format(EXACT, "words"), (as_json(chunk),))
+    one = "INSERT INTO {0}({0}, rowid, {1}) VALUES ('delete', ?, ?)"
+    words = [(rowid, (exact_text(row),)) for rowid, row in rows]
+    _write(conn, delete.format(EXACT, "words"), words, one.format(EXACT, "words"))
     if not keep_grams:
         old_grams = ((r[0], (grams.of_text(r[3], r[6]),)) for r in old)
-        for chunk in _chunks([(rowid, g) for rowid, g in old_grams if g[0]]):
-            conn.execute(delete.format(GRAMS, "grams"), (as_json(chunk),))
+        _write(
+            conn,
+            delete.format(GRAMS, "grams"),
+            [(rowid, g) for rowid, g in old_grams if g[0]],
+            one.format(GRAMS, "grams"),
+        )
     return rows

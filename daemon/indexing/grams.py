@@ -25,45 +25,64 @@ _SHIFTS: Final = np.arange(20, -1, -4, dtype=np.uint32)
 """The six hex digits of a 24-bit number, most significant first."""
 
 
-def source(text: str, encoding: str | None) -> bytes:
-    """The bytes ripgrep matches in a file whose text is ``text``, ASCII-folded."""
-    return text.encode("cp1252" if encoding == "cp1252" else "utf-8", "replace").lower()
+CHUNK_BYTES: Final = 1 << 20
+"""Bytes of a text turned into trigram numbers at a time. The numpy arrays of a chunk
+take about 16 bytes per byte of text: a text of several MB done at once held several
+times its size at the indexer's peak; in chunks they stay near 16 MB."""
 
 
 def of_text(text: str, encoding: str | None) -> str:
     """The distinct trigram tokens of a document, space-separated ("" under 3 bytes)."""
-    data = source(text, encoding)
-    if len(data) < 3:
+    data = text.encode("cp1252" if encoding == "cp1252" else "utf-8", "replace")
+    starts = range(0, len(data) - 2, CHUNK_BYTES)
+    if not starts:
         return ""
-    b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
-    ids = (b[:-2] << 16) | (b[1:-1] << 8) | b[2:]
-    unique = ids[_first_of_each(ids)]
+    # A table indexed by trigram: every position writes its own number into its
+    # trigram's cell, and the one position that reads its own number back is the kept
+    # one. All chunks write before any reads, so that holds across chunks; no sort
+    # (``np.unique`` was most of the indexer's trigram time) and no clearing (a
+    # document reads only the cells it wrote).
+    with _table_lock:
+        table = _table()
+        for start in starts:
+            ids = _ids(data, start)
+            table[ids] = np.arange(start, start + len(ids), dtype=np.int32)
+        parts = []
+        for start in starts:
+            if len(starts) > 1:
+                ids = _ids(data, start)
+            parts.append(ids[table[ids] == np.arange(start, start + len(ids), dtype=np.int32)])
+    unique = parts[0] if len(parts) == 1 else np.concatenate(parts)
     digits = np.empty((len(unique), 7), dtype=np.uint8)
     digits[:, :6] = _HEX[(unique[:, None] >> _SHIFTS) & 15]
     digits[:, 6] = 32
     return digits.tobytes().decode("ascii")
 
 
-_scratch = threading.local()
+def _ids(data: bytes, start: int) -> np.ndarray:
+    """The trigram numbers (24 bits) of the windows starting in ``data[start:start +
+    CHUNK_BYTES]``, ASCII-folded; shifted in place, no temporaries of their size."""
+    b = np.frombuffer(data[start : start + CHUNK_BYTES + 2].lower(), dtype=np.uint8)
+    ids = b[:-2].astype(np.uint32)
+    ids <<= 8
+    ids |= b[1:-1]
+    ids <<= 8
+    ids |= b[2:]
+    return ids
 
 
-def _first_of_each(ids: np.ndarray) -> np.ndarray:
-    """A mask keeping one position of each distinct value of ``ids`` (24-bit numbers).
+_table_lock = threading.Lock()
+_tables: list[np.ndarray] = []
 
-    Each position is written into a table indexed by value; where several positions
-    hold one value, one write wins, and only the winner reads its own position back.
-    No sort (``np.unique`` was most of the indexer's trigram time), and no clearing:
-    the table is read only where this document wrote. One table per thread (the
-    indexer's reader and writer both call this), 64 MB of address space each, of
-    which only the pages the texts touch become memory.
-    """
-    table = getattr(_scratch, "table", None)
-    if table is None:
-        table = _scratch.table = np.empty(1 << 24, dtype=np.int32)
-    positions = np.arange(len(ids), dtype=np.int32)
-    table[ids] = positions
-    kept: np.ndarray = table[ids] == positions
-    return kept
+
+def _table() -> np.ndarray:
+    """The scratch table: 64 MB of address space, of which only the pages texts touch
+    become memory. One for the process, behind a lock: one per thread cost as many
+    times that memory, and only the indexer's reader calls this while a tree is read
+    (the writer only to take rewritten documents out)."""
+    if not _tables:
+        _tables.append(np.empty(1 << 24, dtype=np.int32))
+    return _tables[0]
 
 
 def tokens(literal: bytes) -> list[str]:

@@ -88,14 +88,12 @@ def fts5_string(text: str) -> str:
 # ------------------------------------------------------------------ identifiers
 
 
-@lru_cache(maxsize=65536)
 def split_identifier(word: str) -> tuple[str, ...]:
     """Lower-cased parts: ``parseHTTPRequest2`` → parse, http, request2;
     ``max_file-size`` → max, file, size. Digits stay with the letters before them."""
     return tuple(p.lower() for chunk in _CHUNK.findall(word) for p in _PART.findall(chunk))
 
 
-@lru_cache(maxsize=65536)
 def identifier_words(word: str) -> str:
     """What ``subwords`` holds for one identifier: the parts unicode61 cannot see
     (camelCase) and the joined form it cannot see (separators); "" if not compound."""
@@ -116,7 +114,13 @@ def _compound(word: str) -> bool:
     return not (word.isalnum() and (word.islower() or word.isupper() or word.istitle()))
 
 
-@lru_cache(maxsize=1 << 17)
+IDENTIFIER_CACHE: Final = 16384
+"""Identifiers whose ``subwords`` are kept, most recently used. Why this many: on a
+kernel-size tree most identifiers are seen once, so eight times more entries raised
+the hit rate from 58% to 63% for no gain in speed, at about 35 MB more memory."""
+
+
+@lru_cache(maxsize=IDENTIFIER_CACHE)
 def _raw_identifier_words(raw: bytes) -> str:
     word = raw.decode("ascii").strip("_-")
     if 2 < len(word) <= MAX_IDENTIFIER_CHARS and _compound(word):

@@ -1,0 +1,118 @@
+"""Indexing a large file takes memory in proportion to a bounded piece of it, not many
+times its size: the trigram numbers are made a chunk at a time, and SQLite gets a long
+document as plain parameters rather than through its JSON functions. Kernel-size trees
+hold headers of 8-10 MB; each of them set the daemon's peak memory.
+
+SQLite's own allocations are read with ``sqlite3_memory_highwater`` from the shared
+library the ``sqlite3`` module uses (skipped where it is linked in statically, as the
+figure is then out of reach). Nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import random
+import sqlite3
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from conftest import note
+from kbindex.daemon.indexing import documents, grams
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.store import Store
+
+MB = 1 << 20
+
+
+def windows(data: bytes) -> set[str]:
+    return {data[i : i + 3].hex() for i in range(len(data) - 2)}
+
+
+def identifiers(count: int, seed: int) -> str:
+    """Lines of distinct register-like names, as the kernel's big headers hold."""
+    rng = random.Random(seed)
+    return "".join(
+        f"#define REG_{rng.randrange(1 << 40):010X}_{i}__FIELD_MASK 0x{i:08x}L\n"
+        for i in range(count)
+    )
+
+
+def test_trigrams_of_an_8_mb_text_take_a_few_times_a_chunk_not_the_text() -> None:
+    text = identifiers(8 * MB // 50, seed=1)
+    grams.of_text("warm up: the scratch table exists before measuring", "utf-8")
+    tracemalloc.start()
+    try:
+        tokens = grams.of_text(text, "utf-8")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The text's bytes (one copy) and the arrays of one chunk; all at once, the numpy
+    # temporaries took about 16 bytes per byte of text.
+    assert peak < len(text) + 24 * MB
+    assert set(tokens.split()) == windows(text.encode().lower())
+
+
+def test_every_trigram_once_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(7)
+    alphabet = "abcABC xyz\n_é中\u212a"
+    monkeypatch.setattr(grams, "CHUNK_BYTES", 5)
+    for n in [0, 3, 4, 5, 6, 7, 8, 11, 200, 3]:
+        text = "".join(rng.choice(alphabet) for _ in range(n))
+        tokens = grams.of_text(text, "utf-8").split()
+        assert len(tokens) == len(set(tokens))
+        assert set(tokens) == windows(text.encode("utf-8").lower())
+
+
+def _sqlite_library() -> ctypes.CDLL:
+    name = ctypes.util.find_library("sqlite3")
+    if name is None:
+        pytest.skip("no shared SQLite library to read the memory figures from")
+    lib = ctypes.CDLL(name)
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    lib.sqlite3_memory_highwater.restype = ctypes.c_int64
+    probe = sqlite3.connect(":memory:")
+    try:
+        if lib.sqlite3_memory_used() <= 0:
+            pytest.skip("the sqlite3 module does not use the shared SQLite library")
+    finally:
+        probe.close()
+    return lib
+
+
+def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> None:
+    lib = _sqlite_library()
+    store = Store(tmp_path / "index.sqlite3")
+    store.open()
+    try:
+        rng = random.Random(2)
+        words = ["spin", "lock", "irq", "device", "driver", "kernel", "memory", "page"]
+        big = " ".join(rng.choice(words) for _ in range(250_000)) + "\n" + identifiers(1, seed=2)
+        small = [note(f"small{i}.md", f"smallword{i} text") for i in range(3)]
+        before = lib.sqlite3_memory_used()
+        lib.sqlite3_memory_highwater(1)
+        store.apply([note("big.h", big), *small], [])
+        grown = lib.sqlite3_memory_highwater(0) - before
+        # Through SQLite's JSON functions this took about fourteen times the text; as
+        # parameters about four (FTS5's own pending index of the document included).
+        assert grown < 8 * len(big)
+        conn = store.writer
+        name = big.split()[-2]
+        for table, query in (
+            ("docs", f'"{name}"'),
+            ("docs_exact", name.split("_")[1]),
+            ("docs_grams", " ".join(grams.tokens(name.lower().encode()))),
+            ("docs", "smallword2"),
+        ):
+            hits = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (query,))
+            assert hits.fetchone()[0] == 1, (table, query)
+        # Taken out again, its words go with it (the contentless tables are told them).
+        store.apply([], ["/r/big.h"])
+        for table in documents.TABLES:
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+        vocabulary = {t for (t,) in conn.execute(f"SELECT term FROM {schema.VOCABULARY}")}
+        assert name.split("_")[1].lower() not in vocabulary
+        assert "smallword2" in vocabulary
+    finally:
+        store.close()
