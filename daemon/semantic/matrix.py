@@ -67,11 +67,6 @@ class Matrix:
     def passages(self) -> int:
         return self._count
 
-    @property
-    def nbytes(self) -> int:
-        arrays = (self._rows, self._scale, self._file, self._lines, self._live)
-        return sum(int(a.nbytes) for a in arrays)
-
     def put(
         self, file_id: int, lines: list[tuple[int, int]], vectors: npt.NDArray[np.floating[Any]]
     ) -> None:

@@ -21,7 +21,7 @@ Tables:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,17 +108,6 @@ class VectorFile:
         """Every file done, with the ``indexed_at`` it was done for."""
         return dict(self.conn.execute("SELECT file_id, stamp FROM embedded").fetchall())
 
-    def known(self, keys: Iterable[bytes]) -> set[bytes]:
-        """Which of ``keys`` already have a vector."""
-        wanted = list(dict.fromkeys(keys))
-        found: set[bytes] = set()
-        for i in range(0, len(wanted), 500):
-            part = wanted[i : i + 500]
-            marks = ",".join("?" * len(part))
-            rows = self.conn.execute(f"SELECT key FROM vectors WHERE key IN ({marks})", part)
-            found.update(k for (k,) in rows)
-        return found
-
     def vectors_of(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         found: dict[bytes, bytes] = {}
         for i in range(0, len(keys), 500):
@@ -174,12 +163,6 @@ class VectorFile:
         )
         for file_id, start, end, key, vector in rows:
             yield Span(file_id, start, end, key), vector
-
-    def counts(self) -> tuple[int, int]:
-        """(distinct vectors, passages)."""
-        (vectors,) = self.conn.execute("SELECT count(*) FROM vectors").fetchone()
-        (spans,) = self.conn.execute("SELECT count(*) FROM spans").fetchone()
-        return int(vectors), int(spans)
 
     def size_bytes(self) -> int:
         total = 0
