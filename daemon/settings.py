@@ -183,11 +183,11 @@ def _exclude_globs(given: Given) -> tuple[str, ...]:
 
 
 def _watch(given: Given) -> str:
-    return _watch_mode(given.value, given.key) or Settings.watch
+    return _one_of(WATCH_MODES, given.value, given.key) or Settings.watch
 
 
 def _semantic(given: Given) -> str:
-    return _semantic_mode(given.value, given.key) or Settings.semantic
+    return _one_of(SEMANTIC_MODES, given.value, given.key) or Settings.semantic
 
 
 def _number(default: float, *, minimum: float) -> Callable[[Given], float]:
@@ -390,19 +390,12 @@ def _globs(raw: Any, key: str) -> tuple[str, ...]:
     return patterns
 
 
-def _watch_mode(raw: Any, key: str) -> str | None:
+def _one_of(choices: tuple[str, ...], raw: Any, key: str) -> str | None:
+    """``raw`` when it is one of ``choices``; None when not given."""
     if raw is None:
         return None
-    if raw not in WATCH_MODES:
-        raise SettingsError(f"{key} must be one of {', '.join(WATCH_MODES)}, not {raw!r}")
-    return str(raw)
-
-
-def _semantic_mode(raw: Any, key: str) -> str | None:
-    if raw is None:
-        return None
-    if raw not in SEMANTIC_MODES:
-        raise SettingsError(f"{key} must be one of {', '.join(SEMANTIC_MODES)}, not {raw!r}")
+    if raw not in choices:
+        raise SettingsError(f"{key} must be one of {', '.join(choices)}, not {raw!r}")
     return str(raw)
 
 
@@ -435,9 +428,9 @@ def _root_options(
                 path=resolved,
                 include=_globs(table.get("include"), f"{where} include"),
                 exclude=_globs(table.get("exclude"), f"{where} exclude"),
-                watch=_watch_mode(table.get("watch"), f"{where} watch"),
+                watch=_one_of(WATCH_MODES, table.get("watch"), f"{where} watch"),
                 writable=_flag(table.get("writable", False), f"{where} writable"),
-                semantic=_semantic_mode(table.get("semantic"), f"{where} semantic"),
+                semantic=_one_of(SEMANTIC_MODES, table.get("semantic"), f"{where} semantic"),
             )
         )
     return tuple(options)
