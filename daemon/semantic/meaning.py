@@ -35,6 +35,9 @@ class Meaning:
         """None: the extra is not installed, or the setting was off at start-up."""
         self.enabled = enabled
         """The ``semantic`` setting in force (a reload may change it)."""
+        self._installed = installed()
+        """Looked up once: status asks on every request, and packages do not appear in a
+        running daemon (the extra needs a restart)."""
 
     @property
     def ready(self) -> bool:
@@ -64,7 +67,7 @@ class Meaning:
 
     def _why_not(self) -> str:
         if self.embedder is None or not self.enabled():
-            return "off" if installed() else NOT_INSTALLED
+            return "off" if self._installed else NOT_INSTALLED
         progress = self.embedder.progress
         if progress.state == "unavailable":
             return f"unavailable ({progress.detail})"
@@ -95,7 +98,7 @@ class Meaning:
 
     def status(self) -> SemanticStatus:
         if self.embedder is None or not self.enabled():
-            return SemanticStatus(state="off", detail="" if installed() else NOT_INSTALLED)
+            return SemanticStatus(state="off", detail="" if self._installed else NOT_INSTALLED)
         progress = self.embedder.progress
         return SemanticStatus(
             state=progress.state,
