@@ -29,7 +29,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.storage.store import transaction
+from kbindex.daemon.storage.store import disk_bytes, transaction
 
 SCHEMA_VERSION: Final = 1
 _SCHEMA: Final = """
@@ -165,8 +165,4 @@ class VectorFile:
             yield Span(file_id, start, end, key), vector
 
     def size_bytes(self) -> int:
-        total = 0
-        for suffix in ("", "-wal"):
-            with suppress(OSError):
-                total += Path(f"{self.path}{suffix}").stat().st_size
-        return total
+        return sum(disk_bytes(self.path))
