@@ -82,7 +82,10 @@ class VectorFile:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.executescript(_SCHEMA)
-        conn.execute("PRAGMA quick_check").fetchone()
+        (check,) = conn.execute("PRAGMA quick_check").fetchone()
+        if check != "ok":
+            conn.close()
+            raise sqlite3.DatabaseError(f"quick_check failed: {check}")
         wanted = {"model": model, "dim": str(dim), "version": str(SCHEMA_VERSION)}
         found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if found != wanted:
