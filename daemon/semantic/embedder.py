@@ -58,8 +58,6 @@ class Progress:
     ``failing`` (see ``SemanticStatus.state``)."""
     detail: str = ""
     backlog: int = 0
-    files: int = 0
-    passages: int = 0
     embedded: int = 0
     """Passages embedded by the model since the daemon started (a passage whose text
     already had a vector is not counted: nothing was computed)."""
@@ -107,6 +105,15 @@ class Embedder:
     @property
     def ready(self) -> bool:
         return self.matrix is not None
+
+    @property
+    def files(self) -> int:
+        """Files embedded (read from other threads: a dict's length is one step)."""
+        return len(self._stamps)
+
+    @property
+    def passages(self) -> int:
+        return self.matrix.passages if self.matrix is not None else 0
 
     async def run(self) -> None:
         """Load, then follow the index until cancelled. Never raises: a model that
@@ -210,15 +217,11 @@ class Embedder:
                 break
             self._step(todo[begin : begin + FILES_PER_STEP], wanted)
             self.progress.backlog = max(0, len(todo) - begin - FILES_PER_STEP)
-            self.progress.files = len(self._stamps)
-            self.progress.passages = self.matrix.passages
         if gone:
             self.vectors.forget(gone)
             for file_id in gone:
                 self.matrix.drop(file_id)
                 del self._stamps[file_id]
-        self.progress.files = len(self._stamps)
-        self.progress.passages = self.matrix.passages
         if self.progress.backlog == 0:
             self.progress.state = "ready"
         return True
