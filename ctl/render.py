@@ -39,6 +39,11 @@ def status(reply: StatusReply) -> str:
     if reply.last_scan_seconds is not None:
         scan += f" (took {reply.last_scan_seconds:.2f} s)"
     lines.append(f"index: {reply.indexed_files:,} files, {reply.index_size_mb:,.1f} MB, {scan}")
+    if reply.backend is not None and reply.backend.name != "sqlite":
+        b = reply.backend
+        lines.append(f"backend: {b.name}, {b.server}, this machine {b.machine!r}")
+        counted = ", ".join(f"{m.machine} {m.files:,}" for m in b.machines)
+        lines.append(f"machines: {counted or 'none yet'}")
     if reply.progress is not None:
         p = reply.progress
         lines.append(f"busy: {p.phase} {p.done:,}/{p.total:,}")
@@ -102,7 +107,8 @@ def search(reply: SearchReply, *, color: bool) -> str:
         snippet = hit.snippet
         if bold:
             snippet = snippet.replace(MATCH_OPEN, BOLD).replace(MATCH_CLOSE, RESET)
-        out.append(f"{hit.path}:{hit.line}  ({hit.score:.2f})")
+        where = f"{hit.machine}:{hit.path}" if hit.machine else hit.path
+        out.append(f"{where}:{hit.line}  ({hit.score:.2f})")
         out.append(f"    {snippet}")
     shown = len(reply.hits)
     more = f", showing {shown}" if reply.truncated else ""
@@ -112,7 +118,10 @@ def search(reply: SearchReply, *, color: bool) -> str:
 
 
 def files(reply: FindFilesReply) -> str:
-    rows = [f"{f.path}  {f.size:,} B  {ago(f.last_modified)}" for f in reply.files]
+    rows = [
+        f"{f.machine + ':' if f.machine else ''}{f.path}  {f.size:,} B  {ago(f.last_modified)}"
+        for f in reply.files
+    ]
     if reply.truncated:
         rows.append(f"... {reply.total - len(reply.files):,} more")
     return "\n".join(rows) if rows else "no files"

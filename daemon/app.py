@@ -21,7 +21,6 @@ import logging
 import os
 import signal
 import socket
-import sqlite3
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -48,8 +47,9 @@ from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
+from kbindex.daemon.storage.index import Index
 from kbindex.daemon.storage.recovery import Recovery
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.daemon.watching.changes import Changes
 from kbindex.daemon.watching.reconciler import Reconciler
 from kbindex.daemon.watching.watcher import Watcher
@@ -75,13 +75,13 @@ async def run(
     (from the same flags, environment and file) when SIGHUP asks for a reload."""
     notifier = notifier or Notifier.from_environ()
     with ExitStack() as stack:
-        store = Store(settings.db_path)
+        index = _index(settings)
         notifier.status("opening the index")
         try:
             stack.enter_context(
                 Instance(settings.socket_path, settings.state_dir, owns_socket=inherited is None)
             )
-            await anyio.to_thread.run_sync(store.open)
+            await anyio.to_thread.run_sync(index.open)
         except PermissionError as exc:
             raise StateDirUnusable(
                 f"cannot use the state directory {settings.state_dir}: {exc.strerror}"
@@ -89,18 +89,18 @@ async def run(
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
         try:
-            await _serve(settings, store, readers, notifier, inherited, reread)
+            await _serve(settings, index, readers, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
-                # The reads first (each ends within its deadline), then the store.
+                # The reads first (each ends within its deadline), then the index.
                 await anyio.to_thread.run_sync(readers.shutdown)
-                await anyio.to_thread.run_sync(store.close)
+                await anyio.to_thread.run_sync(index.close)
             log.info("stopped")
 
 
 async def _serve(
     settings: Settings,
-    store: Store,
+    index: Index,
     readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
@@ -115,7 +115,7 @@ async def _serve(
         root_options=[settings.options_for(r) for r in roots.paths],
     )
     health = Health()
-    indexer = Indexer(store, roots, rules, health, settings.max_file_bytes)
+    indexer = Indexer(index, roots, rules, health, settings.max_file_bytes)
     changes = Changes()
     health.depth = changes.depth
     watcher = Watcher(
@@ -126,13 +126,13 @@ async def _serve(
         poll_seconds=settings.poll_interval_seconds,
     )
     control = Control(settings, roots, indexer, health, changes, watcher)
-    meaning = _meaning(control, store, health)
+    meaning = _meaning(control, index, health)
     async with anyio.create_task_group() as tg:
         recovery = Recovery(indexer, health, tg)
         indexer.on_damage = recovery.damaged
         service = Service(
             control,
-            store,
+            index,
             roots,
             indexer,
             health,
@@ -152,12 +152,12 @@ async def _serve(
         # Ready once the socket is served: search works while the first scan runs.
         notifier.ready(f"serving {len(roots.paths)} root(s); first scan running")
         tg.start_soon(watchdog_loop, notifier)
-        tg.start_soon(_report_status, notifier, health, store)
+        tg.start_soon(_report_status, notifier, health, index)
         log.info(
             "serving %s on %s (index %s)",
             ", ".join(str(r) for r in roots.paths),
             settings.socket_path,
-            settings.db_path,
+            index.describe().server,
         )
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
@@ -173,7 +173,21 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _meaning(control: Control, store: Store, health: Health) -> semantic.Meaning:
+def _index(settings: Settings) -> Index:
+    """The index backend the settings choose."""
+    if settings.backend == "postgres":
+        # Imported here: psycopg is an optional extra (kbindex[postgres]).
+        try:
+            from kbindex.daemon.postgres.database import PgIndex
+        except ImportError as exc:
+            raise BackendMissing(
+                f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
+            ) from None
+        return PgIndex(settings.dsn, settings.machine)
+    return SqliteIndex(settings.db_path)
+
+
+def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning:
     """Search by meaning, when its extra is installed: it waits for the setting to be on
     and for the first scan before it loads anything."""
 
@@ -188,7 +202,7 @@ def _meaning(control: Control, store: Store, health: Health) -> semantic.Meaning
         return settings.embeds(Path(root)) and size <= settings.semantic_max_file_mb * (1 << 20)
 
     vectors = VectorFile(control.settings.state_dir / "vectors.sqlite3")
-    embedder = Embedder(store, Encoder(), vectors, health, eligible, enabled)
+    embedder = Embedder(index, Encoder(), vectors, health, eligible, enabled)
     return semantic.Meaning(embedder, enabled)
 
 
@@ -246,7 +260,7 @@ async def _shutdown(tg: anyio.abc.TaskGroup, server: Server) -> None:
     tg.cancel_scope.cancel()
 
 
-async def _report_status(notifier: Notifier, health: Health, store: Store) -> None:
+async def _report_status(notifier: Notifier, health: Health, index: Index) -> None:
     """systemd STATUS= lines: progress while indexing, the file count when idle
     (recounted after every scan and every STATUS_RECOUNT_SECONDS)."""
     if not notifier.enabled:
@@ -264,9 +278,11 @@ async def _report_status(notifier: Notifier, health: Health, store: Store) -> No
             text = "first scan starting"
         elif health.last_scan_at != counted_scan or now >= recount_at:
             try:
-                files = await anyio.to_thread.run_sync(store.indexed_count)
-            except sqlite3.Error:
-                files = None  # damaged or being rebuilt: searches report and repair it
+                files = await anyio.to_thread.run_sync(index.indexed_count)
+            except Exception as exc:
+                if index.failure(exc) is None:
+                    raise
+                files = None  # damaged, rebuilt or unreachable: status says which
             text = f"idle, {files:,} files" if files is not None else "idle"
             counted_scan, recount_at = health.last_scan_at, now + STATUS_RECOUNT_SECONDS
         if text != last:
@@ -281,6 +297,10 @@ def _configure_logging(level: str) -> None:
     if not os.environ.get("JOURNAL_STREAM"):
         fmt = "%(asctime)s " + fmt
     logging.basicConfig(level=level.upper(), format=fmt, stream=sys.stderr)
+
+
+class BackendMissing(Exception):
+    """The configured index backend's package is not installed."""
 
 
 class StateDirUnusable(Exception):
@@ -328,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
-    except StateDirUnusable as exc:
+    except (StateDirUnusable, BackendMissing) as exc:
         log.error("%s", exc)
         return 2  # a restart would not help: not retried by the unit
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ cheap list+stat reconcile every ``poll_interval_seconds`` (network filesystems, 
 inotify sees no changes made on other machines); ``off``: only the periodic scan
 (status says so), for scripted runs that refresh explicitly."""
 SEMANTIC_MODES = ("auto", "off")
+BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
 ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable", "semantic"})
@@ -84,6 +86,13 @@ class Settings:
     semantic: str = "auto"
     semantic_max_file_mb: float = 1.0
     """Larger files are searched by words only: embedding is the costly part."""
+    backend: str = "sqlite"
+    """Where the index lives: ``sqlite`` (a file in ``state_dir``) or ``postgres``."""
+    dsn: str = field(default="", repr=False)
+    """The PostgreSQL connection string (``backend = "postgres"``); it may hold a
+    password, so it is never shown (``repr=False``, status shows the server only)."""
+    machine: str = ""
+    """This machine's name in a shared index: its rows are keyed by it."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -190,6 +199,23 @@ def _semantic(given: Given) -> str:
     return _one_of(SEMANTIC_MODES, given.value, given.key) or Settings.semantic
 
 
+def _backend(given: Given) -> str:
+    return _one_of(BACKENDS, given.value, given.key) or Settings.backend
+
+
+def _text(given: Given) -> str:
+    raw = given.value
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise SettingsError(f"{given.key} must be a string, not {raw!r}")
+    return raw.strip()
+
+
+def _machine(given: Given) -> str:
+    return _text(given) or socket.gethostname()
+
+
 def _number(default: float, *, minimum: float) -> Callable[[Given], float]:
     def convert(given: Given) -> float:
         raw, key = given.value, given.key
@@ -243,6 +269,14 @@ OPTIONS: Final = (
     Option("semantic_max_file_mb", "--semantic-max-file-mb", "KBINDEX_SEMANTIC_MAX_FILE_MB",
            _number(Settings.semantic_max_file_mb, minimum=0.0),
            metavar="MB", cli_type=float, help="larger files are searched by words only"),
+    Option("backend", "--backend", "KBINDEX_BACKEND", _backend,
+           help="sqlite: an index file in --state-dir; postgres: a shared PostgreSQL database",
+           choices=BACKENDS),
+    Option("dsn", "--dsn", "KBINDEX_DSN", _text, metavar="URL",
+           help="PostgreSQL connection string for --backend postgres (better given in "
+           "KBINDEX_DSN or the config file: a flag is visible to other users)"),
+    Option("machine", "--machine", "KBINDEX_MACHINE", _machine, metavar="NAME",
+           help="this machine's name in a shared index (default: the host name)"),
     Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
            _number(Settings.frame_timeout_seconds, minimum=0.1),
            metavar="SECONDS", cli_type=float,
@@ -254,6 +288,11 @@ KNOWN_KEYS: Final = frozenset({"roots", "root", *(option.key for option in OPTIO
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("roots", nargs="*", metavar="ROOT", help="directories to index")
     parser.add_argument("--config", metavar="FILE", help="TOML config file")
+    parser.add_argument(
+        "--no-roots",
+        action="store_true",
+        help="index nothing, whatever the config lists: serve searches of a shared index",
+    )
     for option in OPTIONS:
         kwargs: dict[str, Any] = {"dest": option.key, "metavar": option.metavar}
         if option.repeatable:
@@ -274,7 +313,12 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     base = config_path.parent
 
     roots_raw: Sequence[str] | None
-    if args.roots:
+    no_roots = getattr(args, "no_roots", False)
+    if no_roots and args.roots:
+        raise SettingsError("--no-roots and roots given: choose one")
+    if no_roots:
+        roots_raw, roots_base, roots_source = None, Path.cwd(), "arguments"
+    elif args.roots:
         roots_raw = args.roots
         roots_base = Path.cwd()
         roots_source = "arguments"
@@ -301,6 +345,13 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     root_options = _root_options(
         file_values.get("root"), base, roots if roots_source == "config" else None
     )
+    if values["backend"] == "postgres" and not values["dsn"]:
+        raise SettingsError(
+            "backend postgres needs a connection string: --dsn, KBINDEX_DSN or dsn in the"
+            " config file"
+        )
+    if no_roots and values["backend"] != "postgres":
+        raise SettingsError("--no-roots serves a shared index: use it with --backend postgres")
 
     return Settings(
         roots=roots,

@@ -361,6 +361,24 @@ class LagReport(msgspec.Struct, kw_only=True):
     samples: int = 0
 
 
+class MachineCount(msgspec.Struct, kw_only=True):
+    machine: str
+    files: int
+
+
+class BackendStatus(msgspec.Struct, kw_only=True):
+    """The index's backend: ``sqlite`` (a file of this daemon's) or ``postgres`` (a
+    database several daemons share)."""
+
+    name: str
+    server: str = ""
+    """The database server and its version (postgres), never the credentials."""
+    machine: str = ""
+    """This daemon's machine name in a shared index."""
+    machines: list[MachineCount] = []
+    """Indexed files per machine in a shared index."""
+
+
 class StatusReply(Reply, tag="status", frozen=True):
     version: str
     pid: int
@@ -398,6 +416,8 @@ class StatusReply(Reply, tag="status", frozen=True):
     """Non-empty while the last reload (SIGHUP) was refused: why. The daemon runs on the
     configuration it had; cleared by the next reload that succeeds."""
     semantic: SemanticStatus | None = None
+    backend: BackendStatus | None = None
+    """Where the index lives (None from a daemon older than this field: SQLite)."""
 
 
 class Freshness(msgspec.Struct, kw_only=True):
@@ -431,6 +451,8 @@ class Hit(msgspec.Struct, kw_only=True):
     size: int
     last_modified: float
     title: str = ""
+    machine: str = ""
+    """The machine whose disk holds the file, in an index several machines share."""
 
 
 class SearchReply(Reply, tag="search", frozen=True):
@@ -535,6 +557,8 @@ class FileInfo(msgspec.Struct, kw_only=True):
     relpath: str
     size: int
     last_modified: float
+    machine: str = ""
+    """As ``Hit.machine``."""
 
 
 class FindFilesReply(Reply, tag="find_files", frozen=True):

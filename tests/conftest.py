@@ -23,7 +23,7 @@ import anyio
 import pytest
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 from kbindex.proto.client import Client, ClientError
 
 T = TypeVar("T")

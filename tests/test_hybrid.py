@@ -8,9 +8,9 @@ import numpy as np
 from conftest import note
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.searching.searcher import Hit
 from kbindex.daemon.semantic.matrix import Matrix
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.storage.index import Hit
+from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)
 
@@ -25,15 +25,14 @@ def vector(cosine: float) -> np.ndarray:
 
 
 def hits(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[Hit]:
-    with store.reader() as conn:
-        return hybrid.search(
-            conn,
-            compile_query(query),
-            10,
-            None,
-            lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
-            words=words,
-        ).hits
+    return hybrid.search(
+        store,
+        compile_query(query),
+        10,
+        None,
+        lambda k, allowed, named: matrix.search(QUERY, k, allowed, named),
+        words=words,
+    ).hits
 
 
 def run(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list[str]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -29,7 +28,7 @@ from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.scanner import Seen, Walk, walk
 from kbindex.daemon.roots import Located, Roots
-from kbindex.daemon.storage.store import Known, Store, Update, is_damage, is_unwritable
+from kbindex.daemon.storage.index import Index, Known, Update
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +58,9 @@ class Outcome:
 
 class Indexer:
     def __init__(
-        self, store: Store, roots: Roots, rules: IgnoreRules, health: Health, max_file_bytes: int
+        self, index: Index, roots: Roots, rules: IgnoreRules, health: Health, max_file_bytes: int
     ) -> None:
-        self.store = store
+        self.index = index
         self.roots = roots
         self.rules = rules
         self.health = health
@@ -75,12 +74,13 @@ class Indexer:
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
         try:
             result = await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._writer)
-        except sqlite3.DatabaseError as exc:
+        except Exception as exc:
             # The batch was rolled back: the files keep their old index metadata, so
             # the next refresh reads them again. Status says why until a write works.
-            if is_damage(exc):
+            failure = self.index.failure(exc)
+            if failure == "damaged":
                 self.on_damage(str(exc))
-            elif is_unwritable(exc):
+            elif failure is not None:
                 self.health.index_error = f"cannot write the index: {exc}"
                 log.error("cannot write the index: %s; serving what it holds", exc)
             raise
@@ -97,9 +97,9 @@ class Indexer:
     async def _optimize(self) -> None:
         began = time.monotonic()
         try:
-            await self._write(self.store.optimize)
-        except sqlite3.DatabaseError as exc:
-            # The refresh itself is done; the store tries the merge again later.
+            await self._write(self.index.optimize)
+        except Exception as exc:
+            # The refresh itself is done; the index tries the merge again later.
             log.warning("merging the full-text index failed: %s", exc)
             return
         log.info("merged the full-text index in %.2f s", time.monotonic() - began)
@@ -107,7 +107,7 @@ class Indexer:
     async def rebuild(self, reason: str) -> None:
         """Replace a damaged database with an empty one (the next refresh fills it)."""
         async with self._job:
-            await anyio.to_thread.run_sync(self.store.rebuild, reason, limiter=self._writer)
+            await anyio.to_thread.run_sync(self.index.rebuild, reason, limiter=self._writer)
 
     async def refresh(
         self,
@@ -134,7 +134,7 @@ class Indexer:
             self._writable()
             # Every saved file ends a refresh here: skip the hop to the writer thread
             # until enough documents were written for a merge to be possible.
-            if self.store.merge_possible and await self._write(self.store.optimize_due):
+            if self.index.merge_possible and await self._write(self.index.optimize_due):
                 await self._optimize()
             if scope is None:
                 self.health.last_scan_at = time.time()
@@ -173,7 +173,7 @@ class Indexer:
 
         async def read_known() -> None:
             nonlocal known
-            known = await self._write(self.store.known, prefixes)
+            known = await self._write(self.index.known, prefixes)
 
         # The index's metadata is read on the writer thread while another thread walks:
         # both spend much of their time in system calls or SQLite, without the GIL, and
@@ -212,7 +212,7 @@ class Indexer:
         if on_progress is not None:
             await on_progress(progress)
         if removed:
-            await self._write(self.store.apply, [], removed)
+            await self._write(self.index.apply, [], removed)
         errors = 0
         done = 0
         batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
@@ -237,7 +237,7 @@ class Indexer:
                     if isinstance(o, textfile.Skipped)
                     and o.reason == textfile.SkipReason.UNREADABLE
                 )
-                await self._write(self.store.apply, updates, [p for p in vanished if p in known])
+                await self._write(self.index.apply, updates, [p for p in vanished if p in known])
                 self.health.files_read += len(updates)
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
@@ -245,11 +245,11 @@ class Indexer:
                 if on_progress is not None:
                     await on_progress(progress)
         if total + len(removed) >= CHECKPOINT_AFTER_FILES:
-            await self._write(self.store.checkpoint)
+            await self._write(self.index.checkpoint)
         elif total or removed:
             # What this refresh wrote is in the database file when it returns, not
             # moments later (a no-change refresh right after then sees a still file).
-            await self._write(self.store.settle)
+            await self._write(self.index.settle)
         outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, seen, changed, removed, outcome.seconds)
         return outcome
@@ -291,7 +291,7 @@ class Indexer:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
             moved = await self._write(
-                self.store.move, str(src.path), str(dest.path), str(dest.root)
+                self.index.move, str(src.path), str(dest.path), str(dest.root)
             )
             self._writable()
             self.health.files_moved += moved
@@ -300,7 +300,7 @@ class Indexer:
     async def remove_root(self, root: str) -> int:
         """Forget every document of a root that is no longer indexed."""
         async with self._job:
-            return await self._write(self.store.remove_root, root)
+            return await self._write(self.index.remove_root, root)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []

@@ -84,6 +84,15 @@ class Candidates:
     size: int = 0
     """Their bytes, as last indexed (new files count nothing)."""
 
+    @classmethod
+    def of(cls, sizes: dict[str, int], *, scanned_all: bool) -> Candidates:
+        """The files of ``sizes`` (path: bytes) in ripgrep's order."""
+        # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
+        # would put '-' before '/'). '/' as NUL, which sorts below any character a name
+        # holds, gives that order by plain string comparison (lists of parts are slower).
+        ordered = sorted(sizes, key=lambda p: p.replace("/", "\0"))
+        return cls(ordered, scanned_all, sum(sizes.values()))
+
 
 PENDING_PATHS: Final = 1000
 """Pending changes looked up one by one, at most; past it (a checkout in progress)
@@ -145,12 +154,7 @@ def candidates(
         raise TooSlow("finding the candidate files took too long; narrow the path") from None
     finally:
         conn.set_progress_handler(None, 0)
-    sizes = dict(rows)
-    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
-    # holds, gives that order by plain string comparison (lists of parts are slower).
-    ordered = sorted(sizes, key=lambda p: p.replace("/", "\0"))
-    return Candidates(ordered, match is None and words is None, sum(sizes.values()))
+    return Candidates.of(dict(rows), scanned_all=match is None and words is None)
 
 
 def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:

@@ -17,17 +17,16 @@ the passage that matched, and its ``line`` is that passage's.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.indexing.documents import IN_JSON, STEMMED, as_json
-from kbindex.daemon.searching import passages, searcher
+from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking
+from kbindex.daemon.storage.index import Hit, Index, SearchResult
 
 CANDIDATES: Final = 100
 ALPHA: Final = 0.7
@@ -46,22 +45,22 @@ class _Candidate:
 
 
 def search(
-    conn: sqlite3.Connection,
+    index: Index,
     compiled: Compiled,
     limit: int,
     path_filter: str | None,
     nearest: Nearest,
     *,
     words: bool,
-) -> searcher.SearchResult:
-    """Hybrid (``words``) or semantic search, on a reader connection."""
-    allowed = _allowed(conn, path_filter)
+) -> SearchResult:
+    """Hybrid (``words``) or semantic search, on a reader thread."""
+    allowed = _allowed(index, path_filter)
     wanted = max(limit, CANDIDATES)
     if not words:
         found = nearest(wanted, allowed, ()).nearest
         fused = [_Candidate(p.file_id, p.score, False, p) for p in found[:limit]]
-        return searcher.SearchResult(_hits(conn, fused, compiled.terms), len(found), "semantic")
-    ranked, total, _ = searcher.rank(conn, compiled, wanted, path_filter)
+        return SearchResult(_hits(index, fused, compiled.terms), len(found), "semantic")
+    ranked, total, _ = index.rank(compiled, wanted, path_filter)
     lexical = _normalised(dict(ranked))
     ranking = nearest(wanted, allowed, list(lexical))
     by_meaning = {p.file_id: p for p in ranking.nearest} | ranking.named
@@ -78,21 +77,15 @@ def search(
     }
     best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
     fused = [_Candidate(i, scores[i], i in lexical, by_meaning.get(i)) for i in best]
-    return searcher.SearchResult(
-        _hits(conn, fused, compiled.terms), max(total, len(scores)), "hybrid"
-    )
+    return SearchResult(_hits(index, fused, compiled.terms), max(total, len(scores)), "hybrid")
 
 
-def _allowed(conn: sqlite3.Connection, path_filter: str | None) -> npt.NDArray[np.int64] | None:
+def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | None:
     """The ids of the indexed files a path filter keeps (None: no filter). Applied
     before the vector ranking is cut, never after (that would return false empties)."""
     if not path_filter:
         return None
-    cond, params = searcher.path_condition(path_filter)
-    rows = conn.execute(
-        f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond}", params
-    ).fetchall()
-    return np.array(sorted(i for (i,) in rows), dtype=np.int64)
+    return np.array(index.allowed(path_filter), dtype=np.int64)
 
 
 def _normalised(scores: dict[int, float]) -> dict[int, float]:
@@ -104,29 +97,31 @@ def _normalised(scores: dict[int, float]) -> dict[int, float]:
     return {i: (s - low) / (high - low) for i, s in scores.items()}
 
 
-def _hits(
-    conn: sqlite3.Connection, fused: list[_Candidate], needles: tuple[str, ...]
-) -> list[searcher.Hit]:
+def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:
     if not fused:
         return []
-    rows = conn.execute(
-        "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body"
-        f" FROM files f JOIN {STEMMED} d ON d.rowid = f.id WHERE f.id IN {IN_JSON}",
-        (as_json(c.file_id for c in fused),),
-    ).fetchall()
-    found = {row[0]: row[1:] for row in rows}
+    found = {doc.id: doc for doc in index.stored([c.file_id for c in fused])}
     hits = []
     for c in fused:
         if c.file_id not in found:
             continue  # removed since the vectors were taken
-        path, root, relpath, size, mtime_ns, title, body = found[c.file_id]
-        shown = passages.best_passage(body, needles) if c.words else None
+        doc = found[c.file_id]
+        shown = passages.best_passage(doc.body, needles) if c.words else None
         if shown is None and c.passage is not None:
-            shown = passages.in_lines(body, c.passage.start, c.passage.end, needles)
-        snippet, line = shown or (passages.head(body), 1)
+            shown = passages.in_lines(doc.body, c.passage.start, c.passage.end, needles)
+        snippet, line = shown or (passages.head(doc.body), 1)
+        f = doc.file
         hits.append(
-            searcher.Hit(
-                path, root, relpath, size, mtime_ns, title, round(c.score, 4), snippet, line
+            Hit(
+                f.path,
+                f.root,
+                f.relpath,
+                f.size,
+                f.mtime_ns,
+                doc.title,
+                round(c.score, 4),
+                snippet,
+                line,
             )
         )
     return hits

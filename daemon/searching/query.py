@@ -249,6 +249,9 @@ class Compiled:
     alternatives: Alternatives | None = None
     """The ``any`` expression by its parts: ``match`` itself in ``any`` mode; in ``all``
     mode the fallback to try when ``match`` finds nothing (None: no fallback)."""
+    source: str = ""
+    """The query as typed (control characters as spaces): a backend whose full-text
+    syntax is not FTS5's builds its own expression from it (``postgres``)."""
 
 
 def parse(query: str) -> list[Term]:
@@ -289,12 +292,13 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     query = query.translate(_CONTROL_TO_SPACE)
     if mode == "raw":
         stripped = query.strip()
-        return Compiled((stripped,) if stripped else None, "raw", tuple(_plain_words(stripped)))
+        words = tuple(_plain_words(stripped))
+        return Compiled((stripped,) if stripped else None, "raw", words, source=stripped)
     terms = parse(query)[:MAX_TERMS]
     positive = [t for t in terms if not t.negated]
     negative = [t for t in terms if t.negated]
     if not positive:
-        return Compiled(None, "all" if mode == "auto" else mode)
+        return Compiled(None, "all" if mode == "auto" else mode, source=query)
     found = list(dict.fromkeys(n for t in positive for n in t.needles()))
     needles = tuple(n for n in found if n not in STOPWORDS) or tuple(found)
     excluded = tuple(t.text for t in negative if t.exact_prefix)
@@ -307,7 +311,12 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     any_expr = alternatives.expression()
     if mode == "any":
         return Compiled(
-            any_expr, "any", needles, excluded_prefixes=excluded, alternatives=alternatives
+            any_expr,
+            "any",
+            needles,
+            excluded_prefixes=excluded,
+            alternatives=alternatives,
+            source=query,
         )
     all_expr = join(" AND ", (t.fts() for t in positive))
     if negative:
@@ -317,7 +326,7 @@ def compile_query(query: str, mode: str = "auto") -> Compiled:
     loose = len(positive) > 1 or tokens.has_unsegmented(positive[0].text)
     fallback = alternatives if loose and any_expr != all_expr else None
     required = tuple(t.text for t in positive if t.exact_prefix)
-    return Compiled(all_expr, "all", needles, required, excluded, fallback)
+    return Compiled(all_expr, "all", needles, required, excluded, fallback, source=query)
 
 
 def _join_any(positive: list[Term], negative: list[Term]) -> Alternatives:

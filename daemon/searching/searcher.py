@@ -16,45 +16,13 @@ from typing import Any, Final
 from kbindex.daemon.indexing.documents import EXACT, STEMMED
 from kbindex.daemon.searching import frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
+from kbindex.daemon.storage.index import Counts, File, Hit, SearchResult
 from kbindex.daemon.storage.store import is_damage
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
 """name (relative path), title, body, subwords, grams: see ``documents.COLUMNS``."""
 _GLOB_CHARS = frozenset("*?[")
-
-
-class NotIndexed(Exception):
-    """The path is inside a root but is not an indexed file."""
-
-
-@dataclass(frozen=True, slots=True)
-class File:
-    """An indexed file as a listing or a hit shows it."""
-
-    path: str
-    root: str
-    relpath: str
-    size: int
-    mtime_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class Hit(File):
-    """A document found, with where it matched best."""
-
-    title: str
-    score: float
-    """bm25, higher is better."""
-    snippet: str
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    hits: list[Hit]
-    total: int
-    mode: str
 
 
 def path_condition(path_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:
@@ -313,13 +281,6 @@ def holds(conn: sqlite3.Connection, path: str) -> bool:
         (path, path + "/", path + "0"),
     ).fetchone()
     return row is not None
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    indexed: int
-    skipped: dict[str, int]
-    per_root: dict[str, int]
 
 
 def counts(conn: sqlite3.Connection) -> Counts:

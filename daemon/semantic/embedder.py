@@ -1,7 +1,7 @@
 """Keeping the vectors in step with the word index, in the background.
 
 The word index is the truth about files; embedding follows it. After the index's
-writer commits (``Store.writes`` moves), a pass compares each indexed file's
+writer commits (``Index.writes`` moves), a pass compares each indexed file's
 ``indexed_at`` with the stamp it was embedded for, embeds what changed, and forgets
 what left. A file is searchable by words as soon as it is indexed, and by meaning
 once its passages are done; status shows the backlog and the rate.
@@ -32,7 +32,7 @@ from kbindex.daemon.semantic import chunks
 from kbindex.daemon.semantic.encoder import Encoder, EncoderUnavailable
 from kbindex.daemon.semantic.matrix import Matrix
 from kbindex.daemon.semantic.vectors import Span, VectorFile
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.storage.index import Index
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +81,14 @@ Eligible = Callable[[str, int], bool]
 class Embedder:
     def __init__(
         self,
-        store: Store,
+        index: Index,
         encoder: Encoder,
         vectors: VectorFile,
         health: Health,
         eligible: Eligible,
         enabled: Callable[[], bool],
     ) -> None:
-        self.store = store
+        self.index = index
         self.encoder = encoder
         self.vectors = vectors
         self.health = health
@@ -136,11 +136,11 @@ class Embedder:
             last_pass = 0.0
             while True:
                 due = (
-                    self.store.writes != self._seen_writes
+                    self.index.writes != self._seen_writes
                     or anyio.current_time() - last_pass >= PASS_EVERY_SECONDS
                 )
                 if due and self.enabled() and self.health.progress is None:
-                    self._seen_writes = self.store.writes
+                    self._seen_writes = self.index.writes
                     last_pass = anyio.current_time()
                     await self._pass_or_report()
                 await anyio.sleep(POLL_SECONDS)
@@ -201,11 +201,9 @@ class Embedder:
     def _pass(self) -> bool:
         """Embed what the index changed since the last pass; forget what it dropped."""
         assert self.matrix is not None
-        with self.store.reader() as conn:
-            rows = conn.execute(
-                "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
-            ).fetchall()
-        wanted = {i: stamp for i, stamp, root, size in rows if self.eligible(root, size)}
+        wanted = {
+            f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
+        }
         todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
         gone = [i for i in self._stamps if i not in wanted]
         self.progress.backlog = len(todo)
@@ -228,14 +226,10 @@ class Embedder:
 
     def _step(self, file_ids: list[int], stamps: dict[int, float]) -> None:
         assert self.matrix is not None
-        marks = ",".join("?" * len(file_ids))
-        with self.store.reader() as conn:
-            docs = conn.execute(
-                f"SELECT d.rowid, f.relpath, d.title, d.body FROM docs d"
-                f" JOIN files f ON f.id = d.rowid WHERE d.rowid IN ({marks})",
-                file_ids,
-            ).fetchall()
-        split = {i: chunks.split(relpath, title, body) for i, relpath, title, body in docs}
+        split = {
+            doc.id: chunks.split(doc.file.relpath, doc.title, doc.body)
+            for doc in self.index.stored(file_ids)
+        }
         have = self.vectors.vectors_of([c.key for parts in split.values() for c in parts])
         missing = {c.key: c.text for parts in split.values() for c in parts if c.key not in have}
         new: dict[bytes, np.ndarray] = {}

@@ -9,14 +9,14 @@ words, and says so only where the client asked for meaning.
 from __future__ import annotations
 
 import importlib.util
-import sqlite3
 from collections.abc import Callable
 from typing import Final
 
-from kbindex.daemon.searching import hybrid, searcher
+from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import NOT_INSTALLED
+from kbindex.daemon.storage.index import Index, SearchResult
 from kbindex.proto.messages import SemanticStatus
 
 BY_MEANING: Final = ("hybrid", "semantic")
@@ -75,20 +75,20 @@ class Meaning:
 
     def search(
         self,
-        conn: sqlite3.Connection,
+        index: Index,
         compiled: Compiled,
         text: str,
         limit: int,
         path_filter: str | None,
         mode: str,
-    ) -> searcher.SearchResult:
+    ) -> SearchResult:
         """A ``hybrid`` or ``semantic`` search (``plan`` said so), on a reader thread."""
         assert self.embedder is not None
         assert self.embedder.matrix is not None
         matrix = self.embedder.matrix
         query = self.embedder.encoder.embed_query(text)
         return hybrid.search(
-            conn,
+            index,
             compiled,
             limit,
             path_filter,

@@ -12,10 +12,11 @@ from typing import Final
 
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
-from kbindex.daemon.searching import grep, ripgrep, searcher
+from kbindex.daemon.searching import grep, ripgrep
 from kbindex.daemon.searching.query import BadQuery
 from kbindex.daemon.serving.control import BadRoot
 from kbindex.daemon.serving.notes import NoteError
+from kbindex.daemon.storage.index import NotIndexed
 from kbindex.daemon.storage.recovery import IndexRebuilding
 from kbindex.proto.messages import ErrorCode, ErrorReply
 
@@ -32,17 +33,22 @@ class IndexUnwritable(Exception):
     """A write to the index failed for want of space (or an I/O error)."""
 
 
+class IndexUnavailable(Exception):
+    """The index cannot be reached for now (its database server is down)."""
+
+
 ERROR_CODES: Final[dict[type[Exception], str]] = {
     InvalidArgument: ErrorCode.INVALID_ARGUMENT,
     InvalidPath: ErrorCode.INVALID_ARGUMENT,
     BadQuery: ErrorCode.BAD_QUERY,
     OutsideRoots: ErrorCode.OUTSIDE_ROOTS,
-    searcher.NotIndexed: ErrorCode.NOT_FOUND,
+    NotIndexed: ErrorCode.NOT_FOUND,
     VersionMismatch: ErrorCode.VERSION_MISMATCH,
     BadRoot: ErrorCode.INVALID_ARGUMENT,
     ConfigError: ErrorCode.CONFIG_ERROR,
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
+    IndexUnavailable: ErrorCode.UNAVAILABLE,
     grep.BadPattern: ErrorCode.BAD_PATTERN,
     grep.TooSlow: ErrorCode.BAD_QUERY,
     ripgrep.Unavailable: ErrorCode.UNAVAILABLE,

@@ -9,9 +9,11 @@ are built from them here, so a change to the protocol touches this module and
 from __future__ import annotations
 
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
-from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.searching import grep
 from kbindex.daemon.serving import notes
+from kbindex.daemon.storage import index
 from kbindex.proto.messages import (
+    BackendStatus,
     FileInfo,
     FileIssue,
     Freshness,
@@ -19,6 +21,7 @@ from kbindex.proto.messages import (
     GrepReply,
     Hit,
     LagReport,
+    MachineCount,
     NoteReply,
     ReconcileReport,
     RootStatus,
@@ -83,13 +86,18 @@ def root_status(
     )
 
 
-def file_info(f: searcher.File) -> FileInfo:
+def file_info(f: index.File) -> FileInfo:
     return FileInfo(
-        path=f.path, root=f.root, relpath=f.relpath, size=f.size, last_modified=f.mtime_ns / 1e9
+        path=f.path,
+        root=f.root,
+        relpath=f.relpath,
+        size=f.size,
+        last_modified=f.mtime_ns / 1e9,
+        machine=f.machine,
     )
 
 
-def hit(h: searcher.Hit) -> Hit:
+def hit(h: index.Hit) -> Hit:
     return Hit(
         path=h.path,
         root=h.root,
@@ -100,6 +108,16 @@ def hit(h: searcher.Hit) -> Hit:
         size=h.size,
         last_modified=h.mtime_ns / 1e9,
         title=h.title,
+        machine=h.machine,
+    )
+
+
+def backend(described: index.Described, counts: index.Counts) -> BackendStatus:
+    return BackendStatus(
+        name=described.name,
+        server=described.server,
+        machine=described.machine,
+        machines=[MachineCount(machine=m, files=n) for m, n in sorted(counts.per_machine.items())],
     )
 
 

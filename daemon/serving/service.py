@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sqlite3
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from contextlib import suppress
-from pathlib import Path
+from functools import partial
 from typing import Final, TypeVar
 
 import anyio
@@ -25,17 +24,22 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
-from kbindex.daemon.searching import grep, phrases, ripgrep, searcher, trigrams
+from kbindex.daemon.searching import grep, phrases, ripgrep, trigrams
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
-from kbindex.daemon.serving.failures import IndexUnwritable, InvalidArgument, VersionMismatch
+from kbindex.daemon.serving.failures import (
+    IndexUnavailable,
+    IndexUnwritable,
+    InvalidArgument,
+    VersionMismatch,
+)
 from kbindex.daemon.serving.notes import Notes, content_hash
 from kbindex.daemon.settings import Settings
+from kbindex.daemon.storage.index import Counts, Index, NotIndexed
 from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
-from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import (
     MAX_GREP_LIMIT,
@@ -103,7 +107,7 @@ class Service:
     def __init__(
         self,
         control: Control,
-        store: Store,
+        index: Index,
         roots: Roots,
         indexer: Indexer,
         health: Health,
@@ -115,7 +119,7 @@ class Service:
         meaning: Meaning | None = None,
     ) -> None:
         self.control = control
-        self.store = store
+        self.index = index
         self.roots = roots
         self.indexer = indexer
         self.health = health
@@ -128,7 +132,7 @@ class Service:
         self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(control, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
-        self._counted: tuple[int, searcher.Counts] | None = None
+        self._counted: tuple[int, Counts] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -136,39 +140,41 @@ class Service:
         return self.control.settings
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
-        def run() -> T:
-            with self.store.reader() as conn:
-                return fn(conn, *args)
-
-        generation = self.store.generation
+        """``fn(*args)``, a read of the index, in a reader thread."""
+        generation = self.index.generation
         try:
             # The loop's own executor hands the call to a thread at once, where anyio's
             # to_thread passes through the event loop twice first (a visible share of a
             # fast search). A search whose client leaves is not waited for; it ends
             # within its deadline and gives its connection back.
-            return await asyncio.get_running_loop().run_in_executor(self.readers, run)
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            # A read of the file a rebuild just replaced says nothing about the new one.
-            if generation == self.store.generation:
+            return await asyncio.get_running_loop().run_in_executor(
+                self.readers, partial(fn, *args)
+            )
+        except Exception as exc:
+            # A read of the index a rebuild just replaced says nothing about the new one.
+            if self.index.failure(exc) == "damaged" and generation == self.index.generation:
                 self.recovery.damaged(str(exc))
-            raise IndexRebuilding(REBUILDING) from None
+            raise
 
     async def handle(self, request: Request, emit: Emit) -> Reply:
         try:
             return await self._dispatch(request, emit)
-        except sqlite3.DatabaseError as exc:
-            # Met by a write (a refresh the client waits for, a root added): the
-            # indexer has already scheduled the rebuild or recorded the error.
-            if is_damage(exc):
+        except Exception as exc:
+            # A write (a refresh the client waits for, a root added) that met a damaged
+            # index has already scheduled the rebuild or recorded the error.
+            failure = self.index.failure(exc)
+            if failure == "damaged":
                 raise IndexRebuilding(REBUILDING) from None
-            if not is_unwritable(exc):
-                raise
-            raise IndexUnwritable(
-                f"cannot write the index ({exc}); check the disk where it lives"
-                f" ({self.settings.state_dir}): kbindexd catches up by itself"
-            ) from None
+            if failure == "unwritable":
+                raise IndexUnwritable(
+                    f"cannot write the index ({exc}); check the disk where it lives"
+                    f" ({self.settings.state_dir}): kbindexd catches up by itself"
+                ) from None
+            if failure == "unavailable":
+                raise IndexUnavailable(
+                    f"the index cannot be reached ({exc}); kbindexd retries by itself"
+                ) from None
+            raise
 
     async def _dispatch(self, request: Request, emit: Emit) -> Reply:
         match request:
@@ -218,17 +224,18 @@ class Service:
             capabilities=[*CAPABILITIES, *writable],
         )
 
-    async def _counts(self) -> searcher.Counts:
+    async def _counts(self) -> Counts:
         """The index's counts, recounted only after a write: counting scans the files
         table and clients poll status; any commit may change a count, and nothing else
         can."""
-        writes = self.store.writes
+        writes = self.index.writes
         if self._counted is None or self._counted[0] != writes:
-            self._counted = (writes, await self._read(searcher.counts))
+            self._counted = (writes, await self._read(self.index.counts))
         return self._counted[1]
 
     async def status(self) -> StatusReply:
         counts = await self._counts()
+        size_bytes = await self._read(self.index.size_bytes)
         health = self.health
         return StatusReply(
             version=VERSION,
@@ -236,7 +243,7 @@ class Service:
             started_at=health.started_at,
             indexed_files=counts.indexed,
             total_documents=counts.indexed,
-            index_size_mb=round(self.store.size_bytes() / (1024 * 1024), 3),
+            index_size_mb=round(size_bytes / (1024 * 1024), 3),
             last_scan_at=health.last_scan_at,
             last_scan_seconds=health.last_scan_seconds,
             scanning=health.scanning,
@@ -247,7 +254,7 @@ class Service:
             roots=self._root_statuses(counts.per_root),
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
-            index_recovered=self.store.recovered,
+            index_recovered=self.index.recovered,
             index_error=self.health.index_error,
             config_error=self.control.config_error,
             watch=health.watch_state(),
@@ -257,6 +264,7 @@ class Service:
             files_read=health.files_read,
             files_moved=health.files_moved,
             semantic=self.meaning.status(),
+            backend=replies.backend(self.index.describe(), counts),
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
@@ -277,10 +285,10 @@ class Service:
         compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
         if mode in BY_MEANING:
             result = await self._read(
-                self.meaning.search, compiled, request.query, limit, request.path, mode
+                self.meaning.search, self.index, compiled, request.query, limit, request.path, mode
             )
         else:
-            result = await self._read(searcher.search, compiled, limit, request.path)
+            result = await self._read(self.index.search, compiled, limit, request.path)
         return SearchReply(
             hits=[replies.hit(h) for h in result.hits],
             total_hits=result.total,
@@ -303,7 +311,9 @@ class Service:
             word=request.word,
             ignore_case=request.ignore_case,
         )
-        found = await self._read(grep.candidates, query, request.path, pending, new, words)
+        found = await self._read(
+            self.index.grep_candidates, query, request.path, pending, new, words
+        )
         flags = ripgrep.Flags(
             request.pattern,
             fixed=request.fixed,
@@ -364,8 +374,8 @@ class Service:
         path = str(located.path)
         if await anyio.to_thread.run_sync(os.path.lexists, path):
             return
-        if not await self._read(searcher.holds, path):
-            raise searcher.NotIndexed(
+        if not await self._read(self.index.holds, path):
+            raise NotIndexed(
                 f"{raw} does not exist (looked for {path}) and nothing under it is indexed"
             )
 
@@ -374,10 +384,10 @@ class Service:
             if value is not None and value < 1:
                 raise InvalidArgument(f"{name} must be 1 or more, not {value}")
         located = self.roots.resolve(request.path)
-        state = await self._read(searcher.file_state, str(located.path))
+        state = await self._read(self.index.file_state, str(located.path))
         if state is None or state[0] is not None:
             why = await self._explain(located, state) or "not indexed"
-            raise searcher.NotIndexed(f"cannot read {located.relpath}: {why}")
+            raise NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path), str(located.root))
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
@@ -400,29 +410,32 @@ class Service:
         try:
             outcome = textfile.load(path, self.settings.max_file_bytes, within=root)
         except textfile.Vanished:
-            raise searcher.NotIndexed(f"{path} no longer exists") from None
+            raise NotIndexed(f"{path} no longer exists") from None
         except textfile.Escaped:
             raise OutsideRoots(f"{path} now leads outside its root (a symlink)") from None
         if isinstance(outcome, textfile.Skipped):
-            raise searcher.NotIndexed(f"cannot read {path}: {outcome.reason} ({outcome.detail})")
+            raise NotIndexed(f"cannot read {path}: {outcome.reason} ({outcome.detail})")
         return outcome
 
     async def find_files(self, request: FindFiles) -> FindFilesReply:
         limit = _limit(request.limit, maximum=1000)
-        files, total = await self._read(searcher.find_files, request.glob, limit)
+        files, total = await self._read(self.index.find_files, request.glob, limit)
         return FindFilesReply(
             files=[replies.file_info(f) for f in files], total=total, truncated=total > len(files)
         )
 
     async def check(self) -> CheckReply:
-        return await self._read(_check, self.settings.db_path)
+        checked = await self._read(self.index.check)
+        return CheckReply(
+            integrity=checked.integrity, db_bytes=checked.db_bytes, wal_bytes=checked.wal_bytes
+        )
 
     async def why(self, request: Why) -> WhyReply:
         try:
             located = self.roots.resolve(request.path)
         except OutsideRoots:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
-        state = await self._read(searcher.file_state, str(located.path))
+        state = await self._read(self.index.file_state, str(located.path))
         why = await self._explain(located, state)
         return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
 
@@ -438,13 +451,6 @@ class Service:
             message=changed.message,
             config_path=str(changed.config_path),
         )
-
-
-def _check(conn: sqlite3.Connection, db: Path) -> CheckReply:
-    rows = conn.execute("PRAGMA quick_check").fetchall()
-    integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
-    db_bytes, wal_bytes = disk_bytes(db)
-    return CheckReply(integrity=integrity, db_bytes=db_bytes, wal_bytes=wal_bytes)
 
 
 def _limit(value: int, *, maximum: int = MAX_LIMIT) -> int:

@@ -1,6 +1,6 @@
 """Keeping the index usable when its database turns out to be damaged while running.
 
-The startup check (``Store.open``) catches a database that cannot be opened, fails
+The startup check (``Store.open``, SQLite) catches a database that cannot be opened, fails
 ``PRAGMA quick_check`` or holds paths that do not decode. Some damage only shows when
 a query meets it: a page of stored text with damaged bytes, a block of the full-text
 index (``SQLITE_CORRUPT_VTAB``). Then a read (``Service``) or a write (``Indexer``)

@@ -20,14 +20,14 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
-from kbindex.daemon.indexing.scanner import Seen
-from kbindex.daemon.indexing.textfile import Loaded, Skipped
+from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.index import Known, Update
 from kbindex.daemon.storage.readers import Readers, connect
 
 log = logging.getLogger(__name__)
@@ -64,28 +64,6 @@ def is_unwritable(exc: BaseException) -> bool:
         ("SQLITE_FULL", "SQLITE_IOERR")
     )
 
-
-class Known(NamedTuple):
-    """A file as the index last recorded it. A named tuple, not a frozen dataclass:
-    every reconcile builds one per indexed file (see ``scanner.Seen``)."""
-
-    id: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    dev: int
-    skip_reason: str | None
-
-    @property
-    def signature(self) -> tuple[int, int, int, int, int]:
-        """As ``Seen.signature``, for the file as it was when indexed."""
-        return self[1:6]
-
-
-Update = tuple[Seen, documents.Document | Loaded | Skipped]
-"""A file seen by a scan and what reading it gave. The indexer passes a ``Document``
-(prepared in its reader thread); a ``Loaded`` is prepared here, on the writer thread."""
 
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 """A path, or anything under it as a directory: '0' sorts right after '/'."""

@@ -1,0 +1,114 @@
+"""The default index: one SQLite file, its single writer (``store``) and its readers.
+
+``Store`` writes; this class adds the read side of ``index.Index``, each read on a
+connection of the reader pool (``readers``), with the SQL in ``searching`` (searcher,
+grep) where the queries are built.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kbindex.daemon.indexing.documents import IN_JSON, STEMMED, as_json
+from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.storage.index import (
+    Checked,
+    Counts,
+    Described,
+    Embeddable,
+    Failure,
+    File,
+    SearchResult,
+    Stored,
+)
+from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
+
+if TYPE_CHECKING:
+    from kbindex.daemon.searching import phrases, trigrams
+    from kbindex.daemon.searching.query import Compiled
+
+
+class SqliteIndex(Store):
+    backend = "sqlite"
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        if is_damage(exc):
+            return "damaged"
+        if is_unwritable(exc):
+            return "unwritable"
+        return None
+
+    def describe(self) -> Described:
+        return Described("sqlite", f"SQLite {sqlite3.sqlite_version} at {self.db_path}")
+
+    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
+        with self.reader() as conn:
+            return searcher.search(conn, compiled, limit, path_filter)
+
+    def rank(
+        self, compiled: Compiled, limit: int, path_filter: str | None
+    ) -> tuple[list[tuple[int, float]], int, str]:
+        with self.reader() as conn:
+            return searcher.rank(conn, compiled, limit, path_filter)
+
+    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+        with self.reader() as conn:
+            return searcher.find_files(conn, glob, limit)
+
+    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
+        with self.reader() as conn:
+            return searcher.file_state(conn, path)
+
+    def holds(self, path: str) -> bool:
+        with self.reader() as conn:
+            return searcher.holds(conn, path)
+
+    def counts(self) -> Counts:
+        with self.reader() as conn:
+            return searcher.counts(conn)
+
+    def check(self) -> Checked:
+        with self.reader() as conn:
+            rows = conn.execute("PRAGMA quick_check").fetchall()
+        integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
+        return Checked(integrity, *disk_bytes(self.db_path))
+
+    def grep_candidates(
+        self,
+        query: trigrams.Query,
+        path_filter: str | None,
+        pending: Sequence[str],
+        new: Sequence[tuple[str, str]],
+        words: phrases.Words | None,
+    ) -> grep.Candidates:
+        with self.reader() as conn:
+            return grep.candidates(conn, query, path_filter, pending, new, words)
+
+    def stored(self, ids: Sequence[int]) -> list[Stored]:
+        if not ids:
+            return []
+        with self.reader() as conn:
+            rows = conn.execute(
+                "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body"
+                f" FROM files f JOIN {STEMMED} d ON d.rowid = f.id WHERE f.id IN {IN_JSON}",
+                (as_json(ids),),
+            ).fetchall()
+        return [Stored(row[0], File(*row[1:6]), row[6], row[7]) for row in rows]
+
+    def allowed(self, path_filter: str) -> list[int]:
+        cond, params = searcher.path_condition(path_filter)
+        with self.reader() as conn:
+            rows = conn.execute(
+                f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",
+                params,
+            ).fetchall()
+        return [i for (i,) in rows]
+
+    def embeddable(self) -> list[Embeddable]:
+        with self.reader() as conn:
+            rows = conn.execute(
+                "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
+            ).fetchall()
+        return [Embeddable(*row) for row in rows]
