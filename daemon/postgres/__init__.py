@@ -1,0 +1,1 @@
+"""The shared index on PostgreSQL (``backend = "postgres"``; the extra kbindex[postgres])."""

@@ -1,0 +1,401 @@
+"""The shared index: ``index.Index`` on a PostgreSQL database many daemons use at once.
+
+Each daemon writes its own machine's rows (``Settings.machine``) and reads everyone's.
+Writes are one transaction per batch, as in SQLite; a root is written by one daemon at
+a time, enforced by a session advisory lock on (machine, root) that the writer's
+connection holds: a second daemon configured with the same machine name and root gets
+a clear error in its status instead of a tug of war over the rows.
+
+A lost connection fails the write or the read that met it; the indexer's retry and the
+next search open a new one (``connections``). Nothing is lost: a batch that did not
+commit leaves its files' old metadata, so the next scan reads them again.
+
+The server must be reachable for the daemon to index, not for it to start: ``open``
+that cannot connect logs it, and the first write that can migrates the schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import psycopg
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.grams import of_text
+from kbindex.daemon.indexing.textfile import Loaded
+from kbindex.daemon.postgres import reads, schema
+from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
+from kbindex.daemon.searching.grep import Candidates
+from kbindex.daemon.storage.index import (
+    Checked,
+    Counts,
+    Described,
+    Embeddable,
+    Failure,
+    File,
+    Known,
+    SearchResult,
+    Stored,
+    Update,
+)
+from psycopg.conninfo import conninfo_to_dict
+
+if TYPE_CHECKING:
+    from kbindex.daemon.searching import phrases, trigrams
+    from kbindex.daemon.searching.query import Compiled
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_U64: Final = 1 << 64
+_WORDS: Final = f"""
+    setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.title)), 'A')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.name)), 'B')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.body)), 'C')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.subwords))
+                 || to_tsvector('simple', u.cjk), 'D')
+"""
+"""A document's ``words``: weights A-D rank title, path, body and derived words as
+SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
+_INSERT_DOCS: Final = f"""
+    INSERT INTO kb_docs(id, title, body, length, words, exact, grams)
+    SELECT u.id, u.title, u.body, length(u.body), {_WORDS},
+           to_tsvector('simple', kb_plain(u.exact)),
+           array_to_tsvector(array_remove(string_to_array(u.grams, ' '), ''))
+    FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                %s::text[], %s::text[])
+         AS u(id, name, title, body, subwords, cjk, exact, grams)
+"""
+
+
+class RootTaken(Exception):
+    """Another daemon holds the advisory lock of this machine's root."""
+
+
+class PgIndex:
+    backend = "postgres"
+
+    def __init__(self, dsn: str, machine: str) -> None:
+        self.machine = machine
+        self.recovered = ""
+        self.writes = 0
+        self.generation = 0
+        self.merge_possible = False
+        """PostgreSQL's autovacuum keeps the GIN indexes; there is nothing to merge."""
+        self.server = ""
+        """The server's version, once connected."""
+        self._where = _where(dsn)
+        self._writer = Writer(dsn)
+        self._readers = Readers(dsn)
+        self._migrated = False
+        self._claimed: set[str] = set()
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        if is_lost(exc):
+            return "unavailable"
+        if isinstance(exc, RootTaken | psycopg.errors.DiskFull | schema.NewerSchema):
+            return "unwritable"
+        return None
+
+    def describe(self) -> Described:
+        version = f"PostgreSQL {self.server}" if self.server else "PostgreSQL (not reached yet)"
+        return Described("postgres", f"{version} at {self._where}", self.machine)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def open(self) -> None:
+        try:
+            self._conn()
+        except psycopg.OperationalError as exc:
+            log.warning("the shared index cannot be reached yet (%s); retrying", exc)
+
+    def close(self) -> None:
+        self._readers.close()
+        self._writer.close()  # its advisory locks go with it
+
+    def rebuild(self, reason: str) -> Path | None:
+        """Forget this machine's rows (the next scan writes them again)."""
+        with self._conn().transaction():
+            self._conn().execute("DELETE FROM kb_files WHERE machine = %s", (self.machine,))
+        self.writes += 1
+        self.recovered = reason
+        return None
+
+    def _conn(self) -> Connection:
+        """The writer's connection, the schema migrated once it could be."""
+        if self._writer.fresh:
+            self._claimed.clear()  # a new session holds no advisory lock
+        conn = self._writer.get()
+        if not self._migrated:
+            schema.migrate(conn)
+            (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
+            self.server = str(version)
+            self._migrated = True
+        return conn
+
+    def _claim(self, conn: Connection, roots: set[str]) -> None:
+        for root in roots - self._claimed:
+            key = f"kbindex:{self.machine}:{root}"
+            row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,))
+            if not (row.fetchone() or (False,))[0]:
+                raise RootTaken(
+                    f"another kbindexd is writing {root} of machine {self.machine!r} to the"
+                    " shared index; give each daemon its own --machine name or roots"
+                )
+            self._claimed.add(root)
+
+    # ---------------------------------------------------------------- writes
+
+    def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
+        sql = (
+            "SELECT path, id, size, mtime_ns, ctime_ns, ino, dev, skip_reason FROM kb_files"
+            " WHERE machine = %s"
+        )
+        conn = self._conn()
+        rows = []
+        if prefixes is None:
+            rows = conn.execute(sql, (self.machine,)).fetchall()
+        else:
+            for prefix in prefixes:
+                rows += conn.execute(
+                    f"{sql} AND (path = %s OR starts_with(path, %s))",
+                    (self.machine, prefix, prefix + "/"),
+                ).fetchall()
+        return {
+            path: Known(file_id, size, mtime, ctime, ino % _U64, dev % _U64, reason)
+            for path, file_id, size, mtime, ctime, ino, dev, reason in rows
+        }
+
+    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
+        conn = self._conn()
+        latest = {seen.path: (seen, given) for seen, given in updates}
+        self._claim(conn, {seen.root for seen, _ in latest.values()})
+        now = time.time()
+        with conn.transaction():
+            known = dict(
+                conn.execute(
+                    "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
+                    (self.machine, [*deletes, *latest]),
+                ).fetchall()
+            )
+            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+            conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
+            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
+            files: list[tuple[object, ...]] = []
+            texts: dict[str, documents.Document] = {}
+            for path, (seen, given) in latest.items():
+                outcome = (
+                    documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
+                )
+                values: tuple[int, int, str | None, str | None, str | None]
+                if isinstance(outcome, documents.Document):
+                    loaded = outcome.loaded
+                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
+                    texts[path] = outcome
+                else:
+                    values = (
+                        outcome.size or seen.size,
+                        outcome.mtime_ns or seen.mtime_ns,
+                        None,
+                        outcome.reason,
+                        outcome.detail,
+                    )
+                signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
+                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed))
+            ids = self._upsert_files(conn, files, now)
+            self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
+        self.writes += 1
+
+    def _upsert_files(
+        self, conn: Connection, files: list[tuple[object, ...]], now: float
+    ) -> dict[str, int]:
+        if not files:
+            return {}
+        columns = list(zip(*files, strict=True))
+        rows = conn.execute(
+            "INSERT INTO kb_files AS f(machine, path, root, relpath, size, mtime_ns,"
+            " indexed_at, encoding, skip_reason, skip_detail, ctime_ns, ino, dev)"
+            " SELECT %s, u.path, u.root, u.relpath, u.size, u.mtime_ns, %s, u.encoding,"
+            " u.skip_reason, u.skip_detail, u.ctime_ns, u.ino, u.dev"
+            " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[],"
+            " %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[])"
+            " AS u(path, root, relpath, size, mtime_ns, encoding, skip_reason, skip_detail,"
+            " ctime_ns, ino, dev)"
+            " ON CONFLICT (machine, path) DO UPDATE SET root = excluded.root,"
+            " relpath = excluded.relpath, size = excluded.size, mtime_ns = excluded.mtime_ns,"
+            " indexed_at = excluded.indexed_at, encoding = excluded.encoding,"
+            " skip_reason = excluded.skip_reason, skip_detail = excluded.skip_detail,"
+            " ctime_ns = excluded.ctime_ns, ino = excluded.ino, dev = excluded.dev"
+            " RETURNING f.id, f.path",
+            (self.machine, now, *(list(c) for c in columns)),
+        ).fetchall()
+        return {path: file_id for file_id, path in rows}
+
+    def _insert_docs(self, conn: Connection, docs: list[tuple[int, documents.Document]]) -> None:
+        # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
+        # copies (parameters, the server's parse) stay bounded whatever its size.
+        chunk: list[tuple[int, documents.Document]] = []
+        size = 0
+        for file_id, doc in docs:
+            chunk.append((file_id, doc))
+            size += len(doc.row[2])
+            if size >= documents.STATEMENT_CHARS:
+                self._insert_chunk(conn, chunk)
+                chunk, size = [], 0
+        if chunk:
+            self._insert_chunk(conn, chunk)
+
+    def _insert_chunk(self, conn: Connection, chunk: list[tuple[int, documents.Document]]) -> None:
+        def clean(text: str) -> str:
+            return text.replace("\x00", " ")  # PostgreSQL text cannot hold NUL
+
+        ids = [file_id for file_id, _ in chunk]
+        columns = [[clean(doc.row[i]) for _, doc in chunk] for i in range(5)]
+        exact = [clean(doc.exact) for _, doc in chunk]
+        grams = [doc.grams for _, doc in chunk]
+        conn.execute(_INSERT_DOCS, (ids, *columns, exact, grams))
+
+    def move(self, old: str, new: str, new_root: str) -> int:
+        if old == new:
+            return 0
+        conn = self._conn()
+        self._claim(conn, {new_root})
+        under = "machine = %s AND (path = %s OR starts_with(path, %s))"
+        with conn.transaction():
+            rows = conn.execute(
+                f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
+            ).fetchall()
+            if not rows:
+                return 0
+            moving = [file_id for file_id, _ in rows]
+            conn.execute(
+                f"DELETE FROM kb_files WHERE {under} AND NOT id = ANY(%s)",
+                (self.machine, new, new + "/", moving),
+            )
+            start = len(new_root) + 1
+            paths = [new + path[len(old) :] for _, path in rows]
+            conn.execute(
+                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath"
+                " FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, path, relpath)"
+                " WHERE f.id = u.id",
+                (new_root, moving, paths, [p[start:] for p in paths]),
+            )
+            # The path is part of a document's words (ranked, and derived words): they
+            # are made again from the stored text, never from the file.
+            docs = conn.execute(
+                "SELECT d.id, f.relpath, d.title, d.body, f.encoding FROM kb_docs d"
+                " JOIN kb_files f ON f.id = d.id WHERE d.id = ANY(%s)",
+                (moving,),
+            ).fetchall()
+            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
+            self._insert_docs(conn, [(i, _document(r, t, b, e)) for i, r, t, b, e in docs])
+        self.writes += 1
+        return len(rows)
+
+    def remove_root(self, root: str) -> int:
+        conn = self._conn()
+        with conn.transaction():
+            removed = conn.execute(
+                "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
+            ).rowcount
+        self.writes += 1
+        return removed
+
+    def optimize_due(self) -> bool:
+        return False
+
+    def optimize(self) -> None:
+        pass
+
+    def checkpoint(self) -> None:
+        pass
+
+    def settle(self) -> None:
+        pass
+
+    # ---------------------------------------------------------------- reads
+
+    def _read(self, fn: Callable[..., T], *args: object) -> T:
+        if not self._migrated:
+            self._conn()  # the tables exist before anything reads them
+        with self._readers.connection() as conn:
+            return fn(conn, *args)
+
+    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
+        return self._read(reads.search_result, compiled, limit, path_filter)
+
+    def rank(
+        self, compiled: Compiled, limit: int, path_filter: str | None
+    ) -> tuple[list[tuple[int, float]], int, str]:
+        rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True)
+        return [(int(i), float(score)) for i, score in rows], total, mode
+
+    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+        return self._read(reads.find_files, glob, limit)
+
+    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
+        return self._read(reads.file_state, self.machine, path)
+
+    def holds(self, path: str) -> bool:
+        return self._read(reads.holds, self.machine, path)
+
+    def counts(self) -> Counts:
+        return self._read(reads.counts, self.machine)
+
+    def indexed_count(self) -> int:
+        return self.counts().indexed
+
+    def size_bytes(self) -> int:
+        return self._read(_size_bytes)
+
+    def check(self) -> Checked:
+        return Checked("ok", self._read(_size_bytes), 0)
+
+    def grep_candidates(
+        self,
+        query: trigrams.Query,
+        path_filter: str | None,
+        pending: Sequence[str],
+        new: Sequence[tuple[str, str]],
+        words: phrases.Words | None,
+    ) -> Candidates:
+        return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
+
+    def stored(self, ids: Sequence[int]) -> list[Stored]:
+        return self._read(reads.stored, ids) if ids else []
+
+    def allowed(self, path_filter: str) -> list[int]:
+        return self._read(reads.allowed, path_filter)
+
+    def embeddable(self) -> list[Embeddable]:
+        return self._read(reads.embeddable)
+
+
+def _document(relpath: str, title: str, body: str, encoding: str | None) -> documents.Document:
+    """A stored document's column values again, for its new path (``move``)."""
+    row, exact = documents.row_and_words(relpath, title, body)
+    grams = of_text(body, encoding or "utf-8")
+    loaded = Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
+    return documents.Document(loaded, row, exact, grams)
+
+
+def _where(dsn: str) -> str:
+    """The server and database a connection string names, without its credentials."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(a connection string that does not parse)"
+    host = str(info.get("host") or "localhost")
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"{host}{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def _size_bytes(conn: Connection) -> int:
+    row = conn.execute(
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+        " WHERE c.relname IN ('kb_files', 'kb_docs') AND c.relkind = 'r'"
+    ).fetchone()
+    return int(row[0]) if row else 0

@@ -1,0 +1,96 @@
+"""The shared index's tables in PostgreSQL, and the migrations that bring them up to date.
+
+- ``kb_files``: every file a daemon's scan found, keyed by (machine, path): each daemon
+  writes its own machine's rows only, and every daemon reads all of them.
+- ``kb_docs``: each indexed file's text (stored: other machines' daemons show its
+  snippets and cannot read the file) and three ``tsvector`` columns with GIN indexes:
+  ``words`` (stemmed, weighted by column for ranking), ``exact`` (unstemmed, for
+  prefix terms, as SQLite's ``docs_exact``) and ``grams`` (byte trigrams, for grep).
+- ``kb_meta``: the schema version.
+
+Text reaches ``to_tsvector`` through ``kb_plain``, which turns every run of characters
+that are not letters or digits into a space, on both the document and the query side:
+PostgreSQL's parser would otherwise keep ``docs/a.md``, ``foo.bar`` or ``1.2.3`` as one
+token where SQLite's tokenizer (and a person typing a part) sees several words.
+
+Migration N takes a database at version N-1 to N, in one transaction, under an advisory
+lock: daemons starting together do not race each other through the same steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from kbindex.daemon.postgres.connections import Connection
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Final = 1
+MIGRATION_LOCK: Final = 0x6B62696E  # "kbin": one advisory lock key for migrations
+CONFIG: Final = "english"
+"""The text search configuration of ``words``: porter stemming, as SQLite's index."""
+
+_V1: Final = """
+CREATE FUNCTION kb_plain(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT regexp_replace($1, '[^[:alnum:]]+', ' ', 'g') $$;
+CREATE TABLE kb_files(
+    id bigserial PRIMARY KEY,
+    machine text NOT NULL,
+    path text NOT NULL,
+    root text NOT NULL,
+    relpath text NOT NULL,
+    size bigint NOT NULL,
+    mtime_ns bigint NOT NULL,
+    indexed_at double precision NOT NULL,
+    encoding text,
+    skip_reason text,
+    skip_detail text,
+    ctime_ns bigint NOT NULL,
+    ino bigint NOT NULL,
+    dev bigint NOT NULL,
+    UNIQUE (machine, path)
+);
+CREATE INDEX kb_files_relpath ON kb_files(relpath text_pattern_ops);
+CREATE INDEX kb_files_root ON kb_files(machine, root);
+CREATE TABLE kb_docs(
+    id bigint PRIMARY KEY REFERENCES kb_files(id) ON DELETE CASCADE,
+    title text NOT NULL,
+    body text NOT NULL,
+    length integer NOT NULL,
+    words tsvector NOT NULL,
+    exact tsvector NOT NULL,
+    grams tsvector NOT NULL
+);
+CREATE INDEX kb_docs_words ON kb_docs USING gin(words);
+CREATE INDEX kb_docs_exact ON kb_docs USING gin(exact);
+CREATE INDEX kb_docs_grams ON kb_docs USING gin(grams);
+"""
+
+MIGRATIONS: Final[dict[int, str]] = {1: _V1}
+
+
+class NewerSchema(Exception):
+    """The database was written by a newer kbindexd."""
+
+
+def migrate(conn: Connection) -> None:
+    """Bring the database on ``conn`` to SCHEMA_VERSION, one transaction per step."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS kb_meta(key text PRIMARY KEY, value text)")
+        row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+        version = int(str(row[0])) if row else 0
+        if version > SCHEMA_VERSION:
+            raise NewerSchema(
+                f"the shared index has schema version {version}, newer than this kbindexd"
+                f" ({SCHEMA_VERSION}); upgrade kbindex on this machine"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            log.info("migrating the shared index to schema version %d", target)
+            conn.execute(MIGRATIONS[target])
+            conn.execute(
+                "INSERT INTO kb_meta VALUES ('schema', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(target),),
+            )
