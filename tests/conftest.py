@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -291,3 +291,32 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throwaway PostgreSQL cluster for the session (``tests/pgserver.py``), stopped at
+    the end whatever happened. Skips where PostgreSQL or psycopg is not installed."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[postgres]'")
+    import pgserver
+
+    bindir = pgserver.find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL's initdb and pg_ctl not found (Debian: apt install postgresql)")
+    server = pgserver.started(bindir)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg_dsn(pg_server: Any) -> Iterator[str]:
+    """A ``postgresql://`` DSN (Unix socket) of a fresh, empty database, dropped after the
+    test. Restart the server with ``pg_server.restart()``."""
+    name = pg_server.create_database()
+    yield pg_server.dsn(name)
+    pg_server.drop_database(name)
