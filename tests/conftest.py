@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +61,8 @@ class Daemon:
         self.proc: subprocess.Popen[bytes] | None = None
         self.extra_args: list[str] = []
         self.extra_env: dict[str, str] = {}
+        self.backend_args: tuple[str, ...] = ()
+        """The index backend's flags (``backend`` fixture); none: SQLite."""
 
     @property
     def root(self) -> Path:
@@ -77,6 +80,7 @@ class Daemon:
             "--socket", str(self.socket),
             "--scan-interval", "3600",
             "--log-level", "debug",
+            *self.backend_args,
             *self.extra_args,
             *extra,
         ]  # fmt: skip
@@ -157,8 +161,44 @@ def sockdir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Backend:
+    """The index backend a test's daemons use, and how to reach it."""
+
+    name: str
+    args: tuple[str, ...] = ()
+    dsn: str = ""
+    machine: str = ""
+
+
+BACKENDS = ("sqlite", "postgres")
+MACHINE = "testbox"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked ``backends`` runs once on each index backend (one suite, not a copy):
+    its daemons get the backend's flags through ``make_daemon``."""
+    if metafunc.definition.get_closest_marker("backends") and "backend" in metafunc.fixturenames:
+        params = [
+            pytest.param(name, marks=[pytest.mark.slow] * (name != "sqlite")) for name in BACKENDS
+        ]
+        metafunc.parametrize("backend", params, indirect=True)
+
+
 @pytest.fixture
-def make_daemon(tmp_path: Path, sockdir: Path) -> Iterator[Callable[..., Daemon]]:
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """SQLite, unless the test is marked ``backends``; PostgreSQL is a fresh database of
+    the session's throwaway server (skipped with the reason where it is missing)."""
+    name = getattr(request, "param", "sqlite")
+    if name == "sqlite":
+        return Backend(name)
+    dsn = request.getfixturevalue("pg_dsn")
+    args = ("--backend", "postgres", "--dsn", dsn, "--machine", MACHINE)
+    return Backend(name, args, dsn, MACHINE)
+
+
+@pytest.fixture
+def make_daemon(tmp_path: Path, sockdir: Path, backend: Backend) -> Iterator[Callable[..., Daemon]]:
     """Make (not start) daemons; every one made is stopped at teardown."""
     made: list[Daemon] = []
 
@@ -168,6 +208,7 @@ def make_daemon(tmp_path: Path, sockdir: Path) -> Iterator[Callable[..., Daemon]
             default.mkdir(exist_ok=True)
             roots = (default,)
         d = Daemon(tmp_path, sockdir, list(roots))
+        d.backend_args = backend.args
         made.append(d)
         return d
 

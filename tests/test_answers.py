@@ -40,6 +40,7 @@ def kbctl(daemon: Daemon, *args: str, cwd: Path | None = None) -> subprocess.Com
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_reindex_of_a_path_that_is_not_there_is_an_error(make_daemon: MakeDaemon) -> None:
     daemon = make_daemon()
     daemon.extra_args = ["--watch", "off"]  # the deletion below waits for a reindex
@@ -70,6 +71,7 @@ async def test_refresh_index_of_a_path_that_is_not_there_is_an_error(daemon: Dae
 # ------------------------------------------------------------------ read_file
 
 
+@pytest.mark.backends
 async def test_reading_a_skipped_file_says_why_as_why_does(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     d.extra_args = ["--max-file-size-mb", "0.001", "--exclude-glob", "private/"]

@@ -12,6 +12,7 @@ from conftest import Daemon, MakeDaemon, bump_mtime, write
 pytestmark = pytest.mark.anyio
 
 
+@pytest.mark.backends
 async def test_indexes_text_files_and_finds_them(daemon: Daemon) -> None:
     write(daemon.root / "notes" / "sched.md", "# Scheduler\n\nThe scheduler picks the next task.\n")
     write(daemon.root / "plain.txt", "nothing about that here\n")
@@ -25,6 +26,7 @@ async def test_indexes_text_files_and_finds_them(daemon: Daemon) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_modify_add_delete_rename_between_scans(daemon: Daemon) -> None:
     a = write(daemon.root / "a.md", "alpha original words\n")
     b = write(daemon.root / "b.md", "bravo to be deleted\n")
@@ -47,6 +49,7 @@ async def test_modify_add_delete_rename_between_scans(daemon: Daemon) -> None:
     assert await daemon.search_paths("delta") == ["d.md"]
 
 
+@pytest.mark.backends
 async def test_same_size_edit_in_same_second_is_detected(daemon: Daemon) -> None:
     """Change detection compares mtime in nanoseconds and size, not whole seconds."""
     f = write(daemon.root / "x.txt", "version one\n")
@@ -79,6 +82,7 @@ def _db_fingerprint(daemon: Daemon) -> tuple[object, ...]:
     return (*rows, daemon.db_path.stat().st_mtime_ns, wal_state)
 
 
+@pytest.mark.backends
 async def test_full_reindex_rereads_unchanged_files(daemon: Daemon) -> None:
     write(daemon.root / "a.md", "alpha\n")
     await daemon.refresh()
@@ -108,6 +112,7 @@ async def test_refresh_reports_progress_then_result(make_daemon: MakeDaemon) -> 
     assert steps == sorted(steps) and len(set(steps)) >= 4, steps
 
 
+@pytest.mark.backends
 async def test_refresh_of_one_file_and_of_a_deleted_file(daemon: Daemon) -> None:
     f = write(daemon.root / "one.md", "first text\n")
     await daemon.refresh(str(f))
@@ -117,6 +122,7 @@ async def test_refresh_of_one_file_and_of_a_deleted_file(daemon: Daemon) -> None
     assert await daemon.search_paths("first") == []
 
 
+@pytest.mark.backends
 async def test_skips_binary_oversize_and_undecodable_with_reasons(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     write(d.root / "bin.txt", b"\x00\x01\x02 not text")
@@ -179,6 +185,7 @@ async def test_symlinks_do_not_lead_out_of_a_root(make_daemon: MakeDaemon, tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_changes_while_stopped_appear_after_restart(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     keep = write(d.root / "keep.md", "kept words\n")

@@ -71,6 +71,7 @@ def test_modes() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.backends
 async def test_phrase_exclusion_prefix_and_fallback(daemon: Daemon) -> None:
     write(daemon.root / "a.md", "the quick brown fox jumps\n")
     write(daemon.root / "b.md", "brown paper and a quick note\n")
@@ -87,6 +88,7 @@ async def test_phrase_exclusion_prefix_and_fallback(daemon: Daemon) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.backends
 async def test_ranking_title_and_name_beat_body(daemon: Daemon) -> None:
     write(daemon.root / "misc.md", "# Misc\n\n" + "filler text " * 20 + "kubernetes once\n")
     write(daemon.root / "guide.md", "# Kubernetes guide\n\n" + "filler text " * 20 + "\n")
@@ -98,6 +100,7 @@ async def test_ranking_title_and_name_beat_body(daemon: Daemon) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.backends
 async def test_results_have_line_snippet_and_bounds(daemon: Daemon) -> None:
     body = "".join(f"line {i} of filler\n" for i in range(1, 40)) + "the needle is here\n"
     write(daemon.root / "long.txt", body + "x " * 5000)
@@ -119,6 +122,7 @@ async def test_results_have_line_snippet_and_bounds(daemon: Daemon) -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.backends
 async def test_path_filters(daemon: Daemon) -> None:
     write(daemon.root / "docs" / "a.md", "needle\n")
     write(daemon.root / "docs" / "deep" / "b.md", "needle\n")

@@ -81,6 +81,7 @@ def log_has_no_tracebacks(d: Daemon) -> None:
 # ---------------------------------------------------------------- names
 
 
+@pytest.mark.backends
 async def test_names_that_are_not_valid_utf8_are_indexed_under_escaped_names(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -129,6 +130,7 @@ async def test_names_that_are_not_valid_utf8_are_indexed_under_escaped_names(
     log_has_no_tracebacks(d)
 
 
+@pytest.mark.backends
 async def test_names_with_newlines_are_indexed_and_searchable(daemon: Daemon) -> None:
     root = daemon.root
     write(root / "first\nline.md", "newlineword in a name with a newline\n")
@@ -144,6 +146,7 @@ async def test_names_with_newlines_are_indexed_and_searchable(daemon: Daemon) ->
         assert await indexed_files(c) == disk_files(root)
 
 
+@pytest.mark.backends
 async def test_a_nul_past_the_binary_sample_does_not_cut_the_text(daemon: Daemon) -> None:
     """Text detection samples the first 8 KiB: a NUL further on leaves the file text.
     The words after it must be indexed too (SQLite's JSON functions, which carry a
@@ -158,6 +161,7 @@ async def test_a_nul_past_the_binary_sample_does_not_cut_the_text(daemon: Daemon
         assert "⟦afternul⟧" in hit.snippet
 
 
+@pytest.mark.backends
 async def test_case_only_renames_leave_one_document(daemon: Daemon) -> None:
     root = daemon.root
     write(root / "a.md", "caseword lower\n")

@@ -37,6 +37,7 @@ async def _once_search_sees(d: Daemon, word: str, files: list[str]) -> None:
     assert await _grep_files(d, word) == files
 
 
+@pytest.mark.backends
 async def test_grep_sees_writes_edits_renames_and_deletes_when_search_does(
     daemon: Daemon,
 ) -> None:
@@ -84,6 +85,7 @@ async def _heat(d: Daemon, edited: Path, created: Path) -> None:
         await wait_for(indexed)
 
 
+@pytest.mark.backends
 async def test_a_change_still_queued_is_already_visible_to_grep(daemon: Daemon) -> None:
     edited, created = daemon.root / "edited.md", daemon.root / "created.md"
     await _heat(daemon, edited, created)

@@ -17,6 +17,7 @@ TOOLS = {"search", "grep", "get_index_stats", "refresh_index", "read_file", "fin
 
 
 @pytest.mark.parametrize("mode", [pytest.param("legacy", marks=pytest.mark.slow), "auto"])
+@pytest.mark.backends
 async def test_every_tool_and_the_resource_template(daemon: Daemon, mode: str) -> None:
     root = daemon.root
     corpus(root)

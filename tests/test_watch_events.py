@@ -16,6 +16,7 @@ from watch_helpers import settled, until_paths, until_status
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
+@pytest.mark.backends
 async def test_create_modify_delete_within_a_second_and_honest_status(daemon: Daemon) -> None:
     async with daemon.client() as c:
         f = write(daemon.root / "notes" / "a.md", "the first quasarline\n")
@@ -51,6 +52,7 @@ async def test_a_file_written_fifty_times_in_a_burst_is_read_once(daemon: Daemon
         assert await until_paths(c, "hummingbyte", ["busy.md"]) < 0.5
 
 
+@pytest.mark.backends
 async def test_directory_rename_moves_documents_without_reading_them(daemon: Daemon) -> None:
     count = 500
     for i in range(count):
@@ -72,6 +74,7 @@ async def test_directory_rename_moves_documents_without_reading_them(daemon: Dae
         assert files.total == 0
 
 
+@pytest.mark.backends
 async def test_file_rename_and_atomic_save(daemon: Daemon) -> None:
     async with daemon.client() as c:
         f = write(daemon.root / "doc.md", "draft one of the saveword\n")

@@ -166,6 +166,8 @@ class Indexer:
             if scope is not None
             else [Located(r, r, "") for r in current]
         )
+        # In an index several daemons share, a root is written by one of them at a time.
+        await self._write(self.index.claim, [str(t.root) for t in targets])
         seen: dict[str, Seen] = {}
         unlisted: list[str] = []
         prefixes = None if scope is None else [str(t.path) for t in targets]

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _U64: Final = 1 << 64
+OTHERS_SECONDS: Final = 5.0
 _WORDS: Final = f"""
     setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.title)), 'A')
     || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.name)), 'B')
@@ -81,7 +82,7 @@ class PgIndex:
     def __init__(self, dsn: str, machine: str) -> None:
         self.machine = machine
         self.recovered = ""
-        self.writes = 0
+        self._writes = 0
         self.generation = 0
         self.merge_possible = False
         """PostgreSQL's autovacuum keeps the GIN indexes; there is nothing to merge."""
@@ -99,6 +100,12 @@ class PgIndex:
         if isinstance(exc, RootTaken | psycopg.errors.DiskFull | schema.NewerSchema):
             return "unwritable"
         return None
+
+    @property
+    def writes(self) -> int:
+        """This daemon's writes, plus one every OTHERS_SECONDS: other daemons' commits are
+        not seen here, so what was counted from the index is counted again that often."""
+        return self._writes + int(time.monotonic() / OTHERS_SECONDS)
 
     def describe(self) -> Described:
         version = f"PostgreSQL {self.server}" if self.server else "PostgreSQL (not reached yet)"
@@ -120,7 +127,7 @@ class PgIndex:
         """Forget this machine's rows (the next scan writes them again)."""
         with self._conn().transaction():
             self._conn().execute("DELETE FROM kb_files WHERE machine = %s", (self.machine,))
-        self.writes += 1
+        self._writes += 1
         self.recovered = reason
         return None
 
@@ -136,16 +143,23 @@ class PgIndex:
             self._migrated = True
         return conn
 
+    def claim(self, roots: Sequence[str]) -> None:
+        self._claim(self._conn(), set(roots))
+
     def _claim(self, conn: Connection, roots: set[str]) -> None:
         for root in roots - self._claimed:
-            key = f"kbindex:{self.machine}:{root}"
-            row = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,))
+            row = conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key(root),)
+            )
             if not (row.fetchone() or (False,))[0]:
                 raise RootTaken(
                     f"another kbindexd is writing {root} of machine {self.machine!r} to the"
                     " shared index; give each daemon its own --machine name or roots"
                 )
             self._claimed.add(root)
+
+    def _key(self, root: str) -> str:
+        return f"kbindex:{self.machine}:{root}"
 
     # ---------------------------------------------------------------- writes
 
@@ -207,7 +221,7 @@ class PgIndex:
                 files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed))
             ids = self._upsert_files(conn, files, now)
             self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
-        self.writes += 1
+        self._writes += 1
 
     def _upsert_files(
         self, conn: Connection, files: list[tuple[object, ...]], now: float
@@ -292,7 +306,7 @@ class PgIndex:
             ).fetchall()
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
             self._insert_docs(conn, [(i, _document(r, t, b, e)) for i, r, t, b, e in docs])
-        self.writes += 1
+        self._writes += 1
         return len(rows)
 
     def remove_root(self, root: str) -> int:
@@ -301,7 +315,10 @@ class PgIndex:
             removed = conn.execute(
                 "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
             ).rowcount
-        self.writes += 1
+        if root in self._claimed:
+            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key(root),))
+            self._claimed.discard(root)
+        self._writes += 1
         return removed
 
     def optimize_due(self) -> bool:

@@ -227,15 +227,29 @@ class Service:
     async def _counts(self) -> Counts:
         """The index's counts, recounted only after a write: counting scans the files
         table and clients poll status; any commit may change a count, and nothing else
-        can."""
+        can. While the index cannot be reached, the last counts (status says why)."""
         writes = self.index.writes
         if self._counted is None or self._counted[0] != writes:
-            self._counted = (writes, await self._read(self.index.counts))
+            try:
+                self._counted = (writes, await self._read(self.index.counts))
+            except Exception as exc:
+                if self.index.failure(exc) != "unavailable":
+                    raise
+                if self._counted is None:
+                    return Counts(0, {}, {})
         return self._counted[1]
+
+    async def _size_bytes(self) -> int:
+        try:
+            return await self._read(self.index.size_bytes)
+        except Exception as exc:
+            if self.index.failure(exc) != "unavailable":
+                raise
+            return 0
 
     async def status(self) -> StatusReply:
         counts = await self._counts()
-        size_bytes = await self._read(self.index.size_bytes)
+        size_bytes = await self._size_bytes()
         health = self.health
         return StatusReply(
             version=VERSION,

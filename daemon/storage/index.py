@@ -146,9 +146,12 @@ class Index(Protocol):
 
     recovered: str
     """Why the index was found unusable and started afresh, if it was ("" otherwise)."""
-    writes: int
-    """Committed writes so far: what was counted from the index stays true until this
-    changes."""
+
+    @property
+    def writes(self) -> int:
+        """Committed writes so far: what was counted from the index stays true until this
+        changes."""
+        ...
 
     @property
     def generation(self) -> int:
@@ -175,6 +178,11 @@ class Index(Protocol):
         ...
 
     # ---------------------------------------------------------------- writes
+
+    def claim(self, roots: Sequence[str]) -> None:
+        """Take the writing of these roots for this daemon; raises (``unwritable``)
+        while another daemon writes one of them (a shared index)."""
+        ...
 
     def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
         """Every file this daemon indexed, or those under the given absolute prefixes."""

@@ -40,6 +40,9 @@ class SqliteIndex(Store):
             return "unwritable"
         return None
 
+    def claim(self, roots: Sequence[str]) -> None:
+        """Nothing to take: the index file is this daemon's alone (``Instance``)."""
+
     def describe(self) -> Described:
         return Described("sqlite", f"SQLite {sqlite3.sqlite_version} at {self.db_path}")
 

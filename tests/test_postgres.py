@@ -1,0 +1,233 @@
+"""The shared index on a real PostgreSQL server (tests/pgserver.py): several daemons on one
+database, a lost server, hostile queries. The end-to-end search, grep, read_file and
+find_files tests that run on SQLite run here too (``@pytest.mark.backends``); this file
+holds what only a shared index has."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import Daemon, wait_for, write
+from kbindex.proto.client import DaemonError
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def shared(base: Path, name: str, dsn: str, *roots: Path, machine: str = "") -> Daemon:
+    """A daemon of its own (state, socket) on the shared database ``dsn``."""
+    (base / name).mkdir(parents=True, exist_ok=True)
+    sockdir = Path(f"/tmp/kbt-{name}-{base.name[-8:]}")
+    sockdir.mkdir(exist_ok=True)
+    d = Daemon(base / name, sockdir, list(roots))
+    d.backend_args = ("--backend", "postgres", "--dsn", dsn, "--machine", machine or name)
+    if not roots:
+        d.extra_args = ["--no-roots"]
+    return d
+
+
+@pytest.fixture
+def pg(pg_dsn: str, tmp_path: Path) -> Any:
+    started: list[Daemon] = []
+
+    def make(name: str, *roots: Path, machine: str = "") -> Daemon:
+        d = shared(tmp_path, name, pg_dsn, *roots, machine=machine)
+        started.append(d)
+        return d
+
+    yield make
+    for d in started:
+        d.stop()
+
+
+async def test_two_machines_write_one_database_and_a_third_daemon_serves_both(
+    pg: Any, tmp_path: Path
+) -> None:
+    alpha_root, beta_root = tmp_path / "alpha-notes", tmp_path / "beta-notes"
+    write(alpha_root / "lanterns.md", "# Lanterns\nthe lantern festival in spring\n")
+    write(alpha_root / "shared.md", "kept by alpha\n")
+    write(beta_root / "kites.md", "# Kites\nthe kite festival in autumn\n")
+    write(beta_root / "shared.md", "kept by beta\n")
+    alpha, beta, reader = pg("alpha", alpha_root), pg("beta", beta_root), pg("reader")
+    for d in (alpha, beta, reader):
+        await d.start()
+    async with reader.client() as c:
+        found = await c.search("festival")
+        assert sorted((h.machine, h.relpath) for h in found.hits) == [
+            ("alpha", "lanterns.md"),
+            ("beta", "kites.md"),
+        ]
+        status = await c.status()
+    assert status.backend is not None and status.backend.name == "postgres"
+    assert {m.machine: m.files for m in status.backend.machines} == {"alpha": 2, "beta": 2}
+    assert status.roots == [] and status.indexed_files == 4
+
+    # Each daemon changes its own rows only: alpha deleting its shared.md leaves beta's.
+    (alpha_root / "shared.md").unlink()
+    await alpha.refresh()
+    async with reader.client() as c:
+        kept = await c.search("kept")
+    assert [(h.machine, h.relpath, h.snippet) for h in kept.hits] == [
+        ("beta", "shared.md", "⟦kept⟧ by beta")
+    ]
+    # A daemon that was down catches up by reconciling when it starts again.
+    beta.stop()
+    write(beta_root / "kites.md", "# Kites\nthe kite contest in autumn\n")
+    await beta.start()
+    async with reader.client() as c:
+        assert [h.machine for h in (await c.search("festival")).hits] == ["alpha"]
+        assert [h.machine for h in (await c.search("contest")).hits] == ["beta"]
+
+    async def counted() -> str:
+        out = reader.kbctl("status").stdout  # counts are taken again within seconds
+        return out if "machines: alpha 1, beta 2" in out else ""
+
+    assert "backend: postgres" in await wait_for(counted, timeout=15, interval=0.5)
+
+
+async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
+    pg: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "a.md", "first words\n")
+    first = pg("first", root, machine="same")
+    await first.start()
+    second = pg("second", root, machine="same")
+    await second.start(wait_scan=False)
+
+    async def refused() -> str:
+        async with second.client() as c:
+            return (await c.status()).index_error
+
+    error = await wait_for(refused, timeout=20)
+    assert "another kbindexd is writing" in error and str(root) in error
+    # The first one keeps indexing its root undisturbed.
+    write(root / "b.md", "second words\n")
+    await first.refresh()
+    assert await first.search_paths("second") == ["b.md"]
+
+
+async def test_a_server_restart_mid_index_loses_nothing(
+    pg: Any, tmp_path: Path, pg_server: Any
+) -> None:
+    root = tmp_path / "many"
+    for i in range(3000):
+        write(root / f"d{i % 30}" / f"n{i}.md", f"note {i} about topic{i % 7} and more\n" * 20)
+    d = pg("one", root)
+    await d.start(wait_scan=False)
+
+    async def indexing() -> bool:
+        async with d.client() as c:
+            s = await c.status()
+            return s.progress is not None and s.progress.done > 0
+
+    await wait_for(indexing, timeout=30, interval=0.005)
+    pg_server.restart()  # every connection is cut, some batch with it
+
+    async with d.client() as c:  # answered, or refused as unavailable: never a crash
+        codes = []
+        for _ in range(20):
+            try:
+                await c.search("topic3")
+            except DaemonError as exc:
+                codes.append(exc.code)
+    assert set(codes) <= {"unavailable"}
+
+    async def all_indexed() -> bool:
+        async with d.client() as c:
+            s = await c.status()
+            return s.indexed_files == 3000 and not s.index_error and s.progress is None
+
+    await wait_for(all_indexed, timeout=90, interval=0.2)
+    async with d.client() as c:
+        found = await c.search("topic3", limit=5)
+    assert found.total_hits == len([i for i in range(3000) if i % 7 == 3])
+
+
+async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
+    pg: Any, tmp_path: Path, pg_server: Any
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "a.md", "waiting words\n")
+    d = pg("late", root)
+    pg_server.stop()
+    try:
+        await d.start(wait_scan=False)
+        async with d.client() as c:
+            with pytest.raises(DaemonError) as caught:
+                await c.search("waiting")
+        assert caught.value.code == "unavailable"
+
+        async def says_why() -> str:
+            async with d.client() as c:
+                return (await c.status()).index_error
+
+        assert "cannot write the index" in await wait_for(says_why, timeout=20)
+    finally:
+        pg_server.start()
+
+    async def found() -> bool:
+        return await d.search_paths("waiting") == ["a.md"]
+
+    await wait_for(found, timeout=30, interval=0.2)
+
+
+HOSTILE = [
+    "",
+    "   ",
+    '"',
+    '"unterminated phrase',
+    "a AND (b",
+    "NOT NOT NOT",
+    "OR",
+    "&|!():*<->",
+    "'\\'",
+    "x:*:*",
+    "-",
+    "--verbose",
+    "*",
+    "a" * 2000,
+    "\x00\x01 nul",
+    "東京\u200b都",
+    "ß́̈́ café",
+    "$$ $1 %s %(x)s {} ;DROP TABLE kb_files;--",
+]
+
+
+@pytest.mark.parametrize("mode", ["auto", "all", "any", "raw"])
+async def test_hostile_queries_get_answers_or_clear_errors(
+    pg: Any, tmp_path: Path, mode: str
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "a.md", "plain words about cafés and 東京都\n")
+    d = pg("hostile", root)
+    await d.start()
+    async with d.client() as c:
+        codes = {}
+        for query in HOSTILE:
+            try:
+                await c.search(query, mode=mode)
+            except DaemonError as exc:
+                codes[query] = exc.code
+        assert set(codes.values()) <= {"bad_query"}, codes
+        assert [h.relpath for h in (await c.search("plain", mode=mode)).hits] == ["a.md"]
+    with psycopg.connect(d.backend_args[3]) as conn:
+        assert conn.execute("SELECT count(*) FROM kb_files").fetchone() == (1,)
+
+
+def test_settings_that_cannot_work_are_refused_at_start(tmp_path: Path) -> None:
+    def start(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kbindex.daemon.app", "--state-dir", str(tmp_path / "s"),
+             "--socket", str(tmp_path / "kb.sock"), *args],
+            capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+
+    no_dsn = start("--backend", "postgres", str(tmp_path))
+    assert no_dsn.returncode == 2 and "needs a connection string" in no_dsn.stderr
+    no_roots = start("--no-roots")
+    assert no_roots.returncode == 2 and "use it with --backend postgres" in no_roots.stderr
