@@ -9,24 +9,34 @@ Rules, in the order they are checked:
 2. Extensions: ``included_extensions`` / ``excluded_extensions``.
 3. The config's ``exclude_globs`` and ``[root."PATH"] exclude`` patterns. A .gitignore
    negation cannot undo them: the config is the user's last word.
-4. ``.gitignore`` and ``.kbignore`` files, nested, with negations, in git's semantics
-   (pathspec's GitIgnoreSpec): the deepest file with a matching pattern decides, and in
-   one directory ``.kbignore`` is read after ``.gitignore``, so it wins. As in git, a
-   file inside an ignored directory cannot be re-included. As in git and ripgrep, a
+4. Pattern files, nested, with negations, in git's semantics (pathspec's
+   GitIgnoreSpec patterns; in one file the last pattern that matches the path itself
+   decides, see ``Patterns.check_itself``), with ripgrep's precedence: ``.kbignore``
+   (kbindex's own) over ``.rgignore`` over ``.ignore`` over ``.gitignore``, whatever
+   their depth; among files of one name, the deepest with a matching pattern decides.
+   (ripgrep's ``Ignore::matched_ignore`` in crates/ignore/src/dir.rs: one match per
+   kind, deepest first, then ``custom.or(ignore).or(gitignore)``.) So a ``.ignore`` at
+   the top can re-include what a deep ``.gitignore`` leaves out. As in git, a file
+   inside an ignored directory cannot be re-included. As in git and ripgrep, a
    ``.gitignore`` applies only inside a git work tree (a ``.git`` directory or file in
    its directory or one above, up to ``/``): a source tarball often ships one meant for
-   its packagers (Debian's kernel source has ``/*``). ``.kbignore`` applies everywhere.
+   its packagers (Debian's kernel source has ``/*``). A repository inside another is a
+   work tree of its own: the outer one's ``.gitignore`` files do not apply in it. The
+   other three apply everywhere, across nested repositories too.
 5. ``[root."PATH"] include``: when given, a file must match one of these patterns.
 
 Every check returns a short reason (which rule, in which file, on which line) so
 ``kbctl why`` can explain it. Pattern files are cached and re-read when their size,
-mtime, ctime or inode changes, so an edited .gitignore takes effect at the next walk.
+mtime, ctime or inode changes, so an edited pattern file takes effect at the next walk.
+Scans and watcher events take the same path: a walk of the changed scope, whose
+directories get their chain from ``context`` (above the scope) and ``enter``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -76,11 +86,16 @@ IGNORED_DIR_NAMES: Final = frozenset(
 )
 MARKER_FILES: Final = ("CACHEDIR.TAG", "pyvenv.cfg")
 GITIGNORE: Final = ".gitignore"
-IGNORE_FILES: Final = (GITIGNORE, ".kbignore")
-"""Pattern files read in every directory, in this order (a later one wins)."""
+IGNORE_FILES: Final = (GITIGNORE, ".ignore", ".rgignore", ".kbignore")
+"""Pattern files read in every directory, from the lowest precedence to the highest
+(their index is ``Patterns.rank``)."""
 GIT_MARKER: Final = ".git"
 """A directory or file (a worktree's, a submodule's) that makes a git work tree."""
 _LOOKED_FOR: Final = (*IGNORE_FILES, GIT_MARKER)
+_GITIGNORE_RANK: Final = IGNORE_FILES.index(GITIGNORE)
+_DIR_MARK: Final = "ps_d"
+"""The group that ends pathspec's gitignore regexes where a pattern matched a directory
+(pathspec's own ``_DIR_MARK``)."""
 MAX_IGNORE_FILE_BYTES: Final = 1 << 20
 
 
@@ -92,10 +107,15 @@ class Patterns:
     spec: pathspec.GitIgnoreSpec
     where: tuple[str, ...]
     """For each pattern of ``spec``, where it was written (shown in reasons)."""
+    rank: int = 0
+    """The precedence of the file's name: its index in ``IGNORE_FILES``."""
+    last_first: tuple[tuple[re.Pattern[str], bool, int], ...] = ()
+    """(regex, ignores, index in ``spec``) of every pattern, the last written first."""
 
     def check(self, rel: str) -> tuple[bool, str] | None:
         """(ignored, reason) when a pattern decides ``rel`` (relative to ``base``; a
-        directory ends with ``/``), else None. ``ignored`` is False for a negation."""
+        directory ends with ``/``), else None. ``ignored`` is False for a negation.
+        For the config's patterns, where a folder's pattern covers what it holds."""
         result = self.spec.check_file(rel)
         if result.include is None or result.index is None:
             return None
@@ -103,8 +123,25 @@ class Patterns:
         where = self.where[result.index] if result.index < len(self.where) else "?"
         return bool(result.include), f'pattern "{pattern!s}" in {where}'
 
+    def check_itself(self, rel: str) -> tuple[bool, str] | None:
+        """``check`` for a pattern file: only a pattern that matches ``rel`` itself
+        counts, the last one deciding, as in git and ripgrep. pathspec also counts one
+        that matches a parent directory (``d/`` matches ``d/x.md``): the walk has
+        decided the parents already, and a ``!d/`` must not re-include a file of ``d``
+        that another pattern leaves out."""
+        for regex, ignores, index in self.last_first:
+            found = regex.match(rel)
+            if found is None:
+                continue
+            if _DIR_MARK in regex.groupindex and -1 < found.end(_DIR_MARK) < len(rel):
+                continue  # it matched a parent directory of rel
+            pattern = self.spec.patterns[index].pattern
+            where = self.where[index] if index < len(self.where) else "?"
+            return ignores, f'pattern "{pattern!s}" in {where}'
+        return None
 
-def compile_patterns(base: str, lines: Iterable[tuple[str, str]]) -> Patterns | None:
+
+def compile_patterns(base: str, lines: Iterable[tuple[str, str]], rank: int = 0) -> Patterns | None:
     """Patterns from (pattern, where) pairs; blank lines are dropped, bad ones logged."""
     kept: list[tuple[str, str]] = []
     for line, where in lines:
@@ -122,12 +159,18 @@ def compile_patterns(base: str, lines: Iterable[tuple[str, str]]) -> Patterns | 
     # pathspec keeps one pattern per non-blank line (comments as null patterns), so the
     # indexes line up; should a version drop some, reasons lose their line numbers.
     origins = tuple(w for _, w in kept) if len(spec.patterns) == len(kept) else ()
-    return Patterns(base, spec, origins)
+    last_first = tuple(
+        (p.regex, bool(p.include), n)
+        for n, p in reversed(list(enumerate(spec.patterns)))
+        if isinstance(p, pathspec.RegexPattern) and p.regex is not None and p.include is not None
+    )
+    return Patterns(base, spec, origins, rank, last_first)
 
 
 @dataclass(frozen=True, slots=True)
 class Chain:
-    """The pattern files that apply to the entries of one directory, shallowest first."""
+    """The pattern files that apply to the entries of one directory, in the order they
+    decide: the highest rank first, the deepest first within a rank."""
 
     root: str
     files: tuple[Patterns, ...] = ()
@@ -206,23 +249,31 @@ class IgnoreRules:
     def enter(self, chain: Chain, directory: str, names: Iterable[str] | None = None) -> Chain:
         """The chain for the entries of ``directory``: its parent's plus its own pattern
         files. ``names`` are the directory's entries when the caller has listed it;
-        without them, one ``lstat`` looks for ``.git`` (unless already inside a work tree)."""
+        without them, one ``lstat`` looks for ``.git``."""
         if names is None:
-            in_git = chain.in_git or os.path.lexists(os.path.join(directory, GIT_MARKER))
+            has_git = os.path.lexists(os.path.join(directory, GIT_MARKER))
             present: Sequence[str] = IGNORE_FILES
         else:
             present = [n for n in names if n in _LOOKED_FOR]
-            in_git = chain.in_git or GIT_MARKER in present
+            has_git = GIT_MARKER in present
+        in_git = chain.in_git or has_git
+        files = chain.files
+        if has_git and chain.in_git:
+            # A repository inside another is its own work tree: git and ripgrep stop
+            # reading the outer .gitignore files at its top.
+            files = tuple(p for p in files if p.rank != _GITIGNORE_RANK)
         added = tuple(
             p
-            for name in IGNORE_FILES
+            for rank, name in enumerate(IGNORE_FILES)
             if name in present
-            and (in_git or name != GITIGNORE)
-            and (p := self._load(directory, name))
+            and (in_git or rank != _GITIGNORE_RANK)
+            and (p := self._load(directory, name, rank))
         )
-        if not added and in_git == chain.in_git:
+        if not added and files is chain.files and in_git == chain.in_git:
             return chain
-        return Chain(chain.root, chain.files + added, in_git)
+        # Bases lie on one line of descent, so the longer one is the deeper.
+        ordered = sorted(files + added, key=lambda p: (-p.rank, -len(p.base)))
+        return Chain(chain.root, tuple(ordered), in_git)
 
     def ignored_dir(
         self, path: str, name: str, chain: Chain | None = None, *, walking: bool = False
@@ -284,12 +335,12 @@ class IgnoreRules:
             hit = config.exclude.check(rel_root + slash)
             if hit is not None and hit[0]:
                 return hit[1]
-        for patterns in reversed(chain.files):
-            hit = patterns.check(path[len(patterns.base) + 1 :] + slash)
+        for patterns in chain.files:
+            hit = patterns.check_itself(path[len(patterns.base) + 1 :] + slash)
             if hit is not None:
                 if hit[0]:
                     return hit[1]
-                break  # re-included by a negation in a deeper (or later) file
+                break  # re-included by a negation that takes precedence
         if not is_dir and config.include is not None:
             hit = config.include.check(rel_root)
             if hit is None or not hit[0]:
@@ -354,7 +405,7 @@ class IgnoreRules:
 
     # ------------------------------------------------------------ pattern files
 
-    def _load(self, directory: str, name: str) -> Patterns | None:
+    def _load(self, directory: str, name: str, rank: int) -> Patterns | None:
         path = os.path.join(directory, name)
         try:
             st = os.stat(path)
@@ -374,7 +425,9 @@ class IgnoreRules:
             log.warning("cannot read %s: %s", path, exc.strerror or exc)
             return None
         patterns = compile_patterns(
-            directory, ((line, f"{path} line {n}") for n, line in enumerate(text.splitlines(), 1))
+            directory,
+            ((line, f"{path} line {n}") for n, line in enumerate(text.splitlines(), 1)),
+            rank,
         )
         self._files[path] = (key, patterns)
         return patterns

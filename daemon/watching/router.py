@@ -56,11 +56,12 @@ class EventRouter:
             rh.last_event_at = self.health.last_event_at = time.time()
 
     def _pattern_file(self, path: str) -> bool:
-        """A .gitignore or .kbignore changed: queue its directory, so that newly ignored
-        files leave the index and newly un-ignored ones enter it. The walk of that
-        directory decides whether a .gitignore applies (inside a git work tree only); a
-        ``.git`` made or removed is under a built-in ignored name, so it takes effect at
-        the next scan."""
+        """A pattern file (.gitignore, .ignore, .rgignore, .kbignore) changed: queue its
+        directory, so that newly ignored files leave the index and newly un-ignored ones
+        enter it. The walk of that directory decides whether a .gitignore applies (inside
+        a git work tree only, and not across a nested repository's top); a ``.git``
+        made or removed is under a built-in ignored name, so it takes effect at the next
+        scan."""
         if not self.rules.is_pattern_file(os.path.basename(path)):
             return False
         directory = os.path.dirname(path)
