@@ -46,7 +46,12 @@ async def diagnose(socket: str | None) -> list[Finding]:
             findings.append(Finding("ok", f"daemon reachable on {path} ({server})"))
             findings.append(Finding("ok", f"protocol version {PROTOCOL_VERSION} matches"))
             status = await client.status()
-            check = await client.check()
+            try:
+                check: CheckReply | str = await client.check()
+            except DaemonError as exc:
+                if exc.code != "unavailable":
+                    raise
+                check = exc.message
     except DaemonUnavailable:
         findings.append(
             Finding(
@@ -61,7 +66,7 @@ async def diagnose(socket: str | None) -> list[Finding]:
         fix = "install the same kbindex version for kbctl and kbindexd, then restart it"
         findings.append(Finding("FAIL", exc.message, fix if exc.code == "version_mismatch" else ""))
         return findings
-    findings.extend(_index(check))
+    findings.extend(_index(check, status))
     findings.extend(_config(status))
     findings.extend(_roots(status))
     findings.extend(_inotify(status))
@@ -69,7 +74,19 @@ async def diagnose(socket: str | None) -> list[Finding]:
     return findings
 
 
-def _index(check: CheckReply) -> Iterator[Finding]:
+def _index(check: CheckReply | str, status: StatusReply) -> Iterator[Finding]:
+    backend = status.backend
+    if isinstance(check, str):
+        yield Finding("FAIL", check, "check that the server runs and the dsn (KBINDEX_DSN)")
+        return
+    if backend is not None and backend.name == "postgres":
+        machines = len(backend.machines)
+        yield Finding(
+            "ok",
+            f"shared index reachable: {backend.server}, this machine {backend.machine!r},"
+            f" {machines} machine(s) indexed",
+        )
+        return
     if check.integrity == "ok":
         yield Finding("ok", "index integrity (PRAGMA quick_check)")
     else:

@@ -109,7 +109,7 @@ def _hit(hit: Hit) -> dict[str, Any]:
         "last_modified": iso(hit.last_modified),
         "size": hit.size,
         "uri": file_uri(hit.path),
-    }
+    } | ({"machine": hit.machine} if hit.machine else {})
 
 
 def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, Any], str]:
@@ -120,7 +120,8 @@ def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, 
         item = _hit(hit)
         title = f" — {_clip(hit.title, 120)}" if hit.title else ""
         block = (
-            f"{n}. {hit.path}:{hit.line}{title} [modified {item['last_modified'][:10]}]\n"
+            f"{n}. {hit.machine + ':' if hit.machine else ''}{hit.path}:{hit.line}{title}"
+            f" [modified {item['last_modified'][:10]}]\n"
             f"   {item['snippet']}"
         )
         cost_json, cost_text = _size(item), len(block) + 1

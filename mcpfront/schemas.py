@@ -95,6 +95,7 @@ SEARCH: Final = types.Tool(
                     "last_modified": _TIME,
                     "size": _INT,
                     "uri": _STR,
+                    "machine": _STR,
                 }
             ),
             "returned": _INT,

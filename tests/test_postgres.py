@@ -167,6 +167,8 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
                 return (await c.status()).index_error
 
         assert "cannot write the index" in await wait_for(says_why, timeout=20)
+        doctor = d.kbctl("doctor").stdout
+        assert "FAIL  the index cannot be reached" in doctor, doctor
     finally:
         pg_server.start()
 
@@ -174,6 +176,8 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
         return await d.search_paths("waiting") == ["a.md"]
 
     await wait_for(found, timeout=30, interval=0.2)
+    doctor = d.kbctl("doctor").stdout
+    assert "ok    shared index reachable: PostgreSQL" in doctor, doctor
 
 
 HOSTILE = [
