@@ -47,7 +47,7 @@ from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
-from kbindex.daemon.storage.index import Index
+from kbindex.daemon.storage.index import Index, IndexRefused
 from kbindex.daemon.storage.recovery import Recovery
 from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.daemon.watching.changes import Changes
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
-    except (StateDirUnusable, BackendMissing) as exc:
+    except (StateDirUnusable, BackendMissing, IndexRefused) as exc:
         log.error("%s", exc)
         return 2  # a restart would not help: not retried by the unit
     except KeyboardInterrupt:

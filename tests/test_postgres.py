@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Daemon, wait_for, write
+from conftest import Daemon, wait_exit, wait_for, write
 from kbindex.proto.client import DaemonError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -109,6 +109,31 @@ async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
     write(root / "b.md", "second words\n")
     await first.refresh()
     assert await first.search_paths("second") == ["b.md"]
+    # Once the first one stops, its lock goes with its connection: the second takes over.
+    first.stop()
+    write(root / "c.md", "third words\n")
+
+    async def taken_over() -> bool:
+        return await second.search_paths("third") == ["c.md"]
+
+    await wait_for(taken_over, timeout=30, interval=0.2)
+    assert await refused() == ""
+
+
+async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
+    pg: Any, tmp_path: Path, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
+        conn.execute("INSERT INTO kb_meta VALUES ('schema', '99')")
+    root = tmp_path / "notes"
+    write(root / "a.md", "words\n")
+    d = pg("old", root)
+    proc = d.spawn()
+    assert wait_exit(proc, timeout=30) == 2  # not restarted by systemd: it would not help
+    assert "newer than this kbindexd (1); upgrade kbindex on this machine" in d.log()
+    with psycopg.connect(pg_dsn) as conn:  # nothing was written into it
+        assert conn.execute("SELECT to_regclass('kb_files')").fetchone() == (None,)
 
 
 async def test_a_server_restart_mid_index_loses_nothing(

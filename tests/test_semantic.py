@@ -57,6 +57,7 @@ async def embedded(d: Daemon, files: int) -> SemanticStatus:
     return await wait_for(done, timeout=60)
 
 
+@pytest.mark.backends
 async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
     write(d.root / "table.md", GRID)
@@ -98,6 +99,7 @@ async def test_an_edit_re_embeds_only_the_passage_that_changed(make_daemon: Make
     assert hits[:1] == ["table.md"]
 
 
+@pytest.mark.backends
 async def test_a_moved_file_is_found_at_its_new_path_without_embedding_again(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -132,6 +134,7 @@ async def test_a_deleted_file_leaves_the_results_and_its_vectors(make_daemon: Ma
     assert "table.md" not in await d.search_paths(PARAPHRASE, mode="semantic")
 
 
+@pytest.mark.backends
 async def test_a_path_filter_applies_before_the_nearest_are_cut(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
     for i in range(12):

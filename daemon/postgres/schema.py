@@ -23,6 +23,7 @@ import logging
 from typing import Final
 
 from kbindex.daemon.postgres.connections import Connection
+from kbindex.daemon.storage.index import IndexRefused
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ CREATE INDEX kb_docs_grams ON kb_docs USING gin(grams);
 MIGRATIONS: Final[dict[int, str]] = {1: _V1}
 
 
-class NewerSchema(Exception):
+class NewerSchema(IndexRefused):
     """The database was written by a newer kbindexd."""
 
 

@@ -33,6 +33,11 @@ writes fail for now (a full disk); reads still work. ``unavailable``: the backen
 cannot be reached for now (a database server restarting); retry later."""
 
 
+class IndexRefused(Exception):
+    """The index cannot be used by this daemon at all (a shared database written by a
+    newer kbindexd): restarting would not help."""
+
+
 class Known(NamedTuple):
     """A file as the index last recorded it. A named tuple, not a frozen dataclass:
     every reconcile builds one per indexed file (see ``scanner.Seen``)."""
