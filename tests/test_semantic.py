@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, MakeDaemon, wait_for, write
+from conftest import Backend, Daemon, MakeDaemon, wait_for, write
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import SemanticStatus, StatusReply
 from mcp_helpers import mcp_stdio, structured, text
@@ -58,7 +58,9 @@ async def embedded(d: Daemon, files: int) -> SemanticStatus:
 
 
 @pytest.mark.backends
-async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon) -> None:
+async def test_hybrid_finds_a_paraphrase_that_words_miss(
+    make_daemon: MakeDaemon, backend: Backend
+) -> None:
     d = semantic_daemon(make_daemon)
     write(d.root / "table.md", GRID)
     write(d.root / "bread.md", BREAD)
@@ -75,6 +77,8 @@ async def test_hybrid_finds_a_paraphrase_that_words_miss(make_daemon: MakeDaemon
     assert hybrid.hits[0].line == 3
     assert "draws each line" in hybrid.hits[0].snippet
     assert hybrid.notes == []
+    # In a shared index each hit names its machine, by meaning as by words.
+    assert {h.machine for h in [*hybrid.hits, *meaning.hits]} == {backend.machine}
 
 
 async def test_an_edit_re_embeds_only_the_passage_that_changed(make_daemon: MakeDaemon) -> None:

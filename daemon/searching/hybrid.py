@@ -122,6 +122,7 @@ def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> li
                 round(c.score, 4),
                 snippet,
                 line,
+                machine=f.machine,
             )
         )
     return hits
