@@ -40,6 +40,7 @@ from kbindex.daemon.storage.index import (
     SearchResult,
     Stored,
     Update,
+    recorded,
 )
 from psycopg.conninfo import conninfo_to_dict
 
@@ -201,22 +202,9 @@ class PgIndex:
             files: list[tuple[object, ...]] = []
             texts: dict[str, documents.Document] = {}
             for path, (seen, given) in latest.items():
-                outcome = (
-                    documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
-                )
-                values: tuple[int, int, str | None, str | None, str | None]
-                if isinstance(outcome, documents.Document):
-                    loaded = outcome.loaded
-                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
-                    texts[path] = outcome
-                else:
-                    values = (
-                        outcome.size or seen.size,
-                        outcome.mtime_ns or seen.mtime_ns,
-                        None,
-                        outcome.reason,
-                        outcome.detail,
-                    )
+                doc, values = recorded((seen, given))
+                if doc is not None:
+                    texts[path] = doc
                 signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
                 files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed))
             ids = self._upsert_files(conn, files, now)

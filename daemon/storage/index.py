@@ -61,6 +61,23 @@ Update = tuple[Seen, documents.Document | Loaded | Skipped]
 (prepared in its reader thread); a ``Loaded`` is prepared by the backend."""
 
 
+FileValues = tuple[int, int, str | None, str | None, str | None]
+"""What a backend records of a file besides its path and stamp: size, mtime_ns,
+encoding (indexed files), skip reason and detail (skipped files)."""
+
+
+def recorded(update: Update) -> tuple[documents.Document | None, FileValues]:
+    """What a backend writes for ``update``: the document (None for a skipped file,
+    which has none) and the file's values."""
+    seen, given = update
+    outcome = documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
+    if isinstance(outcome, documents.Document):
+        loaded = outcome.loaded
+        return outcome, (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
+    size, mtime_ns = outcome.size or seen.size, outcome.mtime_ns or seen.mtime_ns
+    return None, (size, mtime_ns, None, outcome.reason, outcome.detail)
+
+
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
 

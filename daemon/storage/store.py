@@ -24,10 +24,9 @@ from typing import Final
 
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
-from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
-from kbindex.daemon.storage.index import Known, Update
+from kbindex.daemon.storage.index import Known, Update, recorded
 from kbindex.daemon.storage.readers import Readers, connect
 
 log = logging.getLogger(__name__)
@@ -353,26 +352,12 @@ class Store:
             rewritten: list[tuple[object, ...]] = []
             texts: dict[str, documents.Document] = {}
             for path, (seen, given) in latest.items():
-                outcome = (
-                    documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
-                )
+                doc, recorded_values = recorded((seen, given))
+                if doc is not None:
+                    texts[path] = doc
                 # ctime, inode and device as the scan saw them: a change after the scan
                 # leaves them behind the file, so the next scan reads it again.
-                stamp = (seen.ctime_ns, seen.ino, seen.dev)
-                values: tuple[int, int, str | None, str | None, str | None, int, int, int]
-                if isinstance(outcome, documents.Document):
-                    loaded = outcome.loaded
-                    values = (loaded.size, loaded.mtime_ns, loaded.encoding, None, None, *stamp)
-                    texts[path] = outcome
-                else:
-                    values = (
-                        outcome.size or seen.size,
-                        outcome.mtime_ns or seen.mtime_ns,
-                        None,
-                        outcome.reason,
-                        outcome.detail,
-                        *stamp,
-                    )
+                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev)
                 if path in known:
                     rewritten.append((known[path], *values))
                 else:
