@@ -16,7 +16,6 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TypeVar
 
 import msgspec
@@ -50,7 +49,7 @@ _decoder = msgspec.msgpack.Decoder(AnyReply)
 
 
 class BlockingClient:
-    def __init__(self, sock: socket.socket, socket_path: Path) -> None:
+    def __init__(self, sock: socket.socket, socket_path: str) -> None:
         self._sock = sock
         self._ids = itertools.count(1)
         self.socket_path = socket_path
@@ -65,7 +64,7 @@ class BlockingClient:
         check_socket_dir(path)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             try:
-                sock.connect(str(path))
+                sock.connect(path)
             except OSError as exc:
                 raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
             check_server(sock, path)
