@@ -67,10 +67,11 @@ def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
     bar = render.ProgressBar()
     final: RefreshReply | None = None
     try:
-        for reply in client.stream(Refresh(paths=args.paths, full=args.full, wait=True)):
+        refresh = Refresh(paths=args.paths, full=args.full, wait=True)
+        for reply in client.stream(refresh, RefreshReply):
             if isinstance(reply, Progress):
                 bar.update(reply)
-            elif isinstance(reply, RefreshReply):
+            else:
                 final = reply
     finally:
         bar.close()
