@@ -3,7 +3,8 @@
 Every subcommand is one request (or a short exchange) over the daemon's socket.
 Imports stay light: a CLI started once per query pays its import time every time. So
 no daemon code, no SQLite, no event loop (the blocking client, proto/blocking.py), and
-the modules only ``doctor`` and ``service`` need are imported when they run. Exit
+the modules only ``doctor`` and ``service`` need are imported when they run; a
+command line that names its subcommand gets that one's parser only. Exit
 codes: 0 success, 1 the daemon is not running or answered with an error (``note``: a
 refusal, its POSIX code in brackets), 2 bad usage; ``grep`` exits as grep does (0 a
 match, 1 none, 2 any error: see grep.py).
