@@ -3,7 +3,8 @@
 Every subcommand is one request (or a short exchange) over the daemon's socket.
 Imports stay light: a CLI started once per query pays its import time every time. So
 no daemon code, no SQLite, no event loop (the blocking client, proto/blocking.py), and
-the modules only ``doctor`` and ``service`` need are imported when they run. Exit
+the modules only ``doctor`` and ``service`` need are imported when they run; a
+command line that names its subcommand gets that one's parser only. Exit
 codes: 0 success, 1 the daemon is not running or answered with an error (``note``: a
 refusal, its POSIX code in brackets), 2 bad usage; ``grep`` exits as grep does (0 a
 match, 1 none, 2 any error: see grep.py).
@@ -16,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kbindex.ctl import grep, note, paths, render, roots
 from kbindex.proto import report
@@ -67,10 +68,11 @@ def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
     bar = render.ProgressBar()
     final: RefreshReply | None = None
     try:
-        for reply in client.stream(Refresh(paths=args.paths, full=args.full, wait=True)):
+        refresh = Refresh(paths=args.paths, full=args.full, wait=True)
+        for reply in client.stream(refresh, RefreshReply):
             if isinstance(reply, Progress):
                 bar.update(reply)
-            elif isinstance(reply, RefreshReply):
+            else:
                 final = reply
     finally:
         bar.close()
@@ -111,7 +113,8 @@ PATHS_HELP = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """kbctl's parser: every subcommand, or only ``command`` (see ``_named_command``)."""
     parser = argparse.ArgumentParser(
         prog="kbctl",
         description="Control and query the kbindex daemon (kbindexd).",
@@ -121,11 +124,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--socket", metavar="PATH", help="daemon socket (default: $KBINDEX_SOCKET or the usual)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, add in SUBCOMMANDS.items():
+        if command is None or name == command:
+            add(sub)
+    return parser
 
+
+def _named_command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` starts with (after a ``--socket PATH``), else None.
+
+    Why: argparse builds a parser per subcommand, and building all of them takes
+    longer than a search, so a command line that plainly names one gets a parser with
+    only that one. Anything else (``--help``, a typo, an abbreviated ``--sock``) gets
+    every subcommand, for the full help and argparse's own errors."""
+    words = argv
+    if words[:1] == ["--socket"]:
+        words = words[2:]
+    elif words[:1] and words[0].startswith("--socket="):
+        words = words[1:]
+    if words and words[0] in SUBCOMMANDS:
+        return words[0]
+    return None
+
+
+def _add_status(sub: Any) -> None:
     p = sub.add_parser("status", help="show the index, its freshness and the roots' health")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_status)
 
+
+def _add_search(sub: Any) -> None:
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query", nargs="+", help='words, "phrases", -exclusions, prefix*')
     p.add_argument("--limit", type=int, default=10, help="results to show (1-100)")
@@ -139,8 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_search)
 
-    grep.add_parser(sub)
 
+def _add_reindex(sub: Any) -> None:
     p = sub.add_parser("reindex", help="re-check files now (all roots, or the given paths)")
     p.add_argument(
         "paths", nargs="*", metavar="PATH", type=paths.given, help="relative to here, or a root"
@@ -149,12 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="show progress and wait until done")
     p.set_defaults(run=cmd_reindex)
 
+
+def _add_files(sub: Any) -> None:
     p = sub.add_parser("files", help="list indexed files matching a glob")
     p.add_argument("glob", nargs="?", default="*")
     p.add_argument("--limit", type=int, default=100, help="files to list (1-1000)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_files)
 
+
+def _add_read(sub: Any) -> None:
     p = sub.add_parser("read", help="print an indexed file, or some of its lines")
     p.add_argument("path", type=paths.given, help="a file (relative to here, or to a root)")
     p.add_argument("--start", type=int, metavar="LINE", help="first line (1-based)")
@@ -162,14 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_read)
 
-    roots.add_parser(sub)
-    note.add_parser(sub)
 
+def _add_doctor(sub: Any) -> None:
     p = sub.add_parser(
         "doctor", help="check the daemon, the index, the roots, inotify and the units"
     )
     p.set_defaults(func=run_doctor)
 
+
+def _add_service(sub: Any) -> None:
     p = sub.add_parser(
         "service",
         help="run kbindexd as a systemd user service",
@@ -192,7 +225,22 @@ def build_parser() -> argparse.ArgumentParser:
     actions.add_parser("uninstall", help="stop, disable and remove the units")
     actions.add_parser("status", help="what systemd says about kbindexd")
     p.set_defaults(func=run_service)
-    return parser
+
+
+SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
+    "status": _add_status,
+    "search": _add_search,
+    "grep": grep.add_parser,
+    "reindex": _add_reindex,
+    "files": _add_files,
+    "read": _add_read,
+    "roots": roots.add_parser,
+    "why": roots.add_why_parser,
+    "note": note.add_parser,
+    "doctor": _add_doctor,
+    "service": _add_service,
+}
+"""Each subcommand and what adds it to kbctl's parser, in the order the help lists them."""
 
 
 # doctor and service import what no other command needs (the async client and its
@@ -231,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    if argv is None:
+        argv = sys.argv[1:]
+    args = build_parser(_named_command(argv)).parse_args(argv)
     if getattr(args, "func", None) is not None:
         # Subcommands that do not talk to the daemon (service management).
         result: int = args.func(args)

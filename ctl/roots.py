@@ -27,7 +27,7 @@ from kbindex.proto.report import ago
 
 
 def add_parser(sub: Any) -> None:
-    """Register ``roots`` (with ``add`` and ``remove``) and ``why`` on kbctl's subparsers."""
+    """Register ``roots`` (with ``add`` and ``remove``) on kbctl's subparsers."""
     p = sub.add_parser(
         "roots", help="list the indexed directories with their watch state; add or remove one"
     )
@@ -41,6 +41,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("path", type=os.path.abspath, help="the root directory")
     r.set_defaults(run=cmd_roots_remove)
 
+
+def add_why_parser(sub: Any) -> None:
+    """Register ``why`` on kbctl's subparsers."""
     w = sub.add_parser("why", help="say whether a file is indexed and, if not, why")
     w.add_argument("path", type=paths.given, help="a file (relative to here, or to a root)")
     w.add_argument("--json", action="store_true", help="machine-readable output")

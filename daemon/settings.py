@@ -165,7 +165,7 @@ def _state_dir(given: Given) -> Path:
 
 def _socket_path(given: Given) -> Path:
     if given.value is None:
-        return default_socket_path(dict(given.env))
+        return Path(default_socket_path(dict(given.env)))
     return _path(given.value, given.base)
 
 

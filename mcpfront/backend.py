@@ -17,7 +17,6 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -66,7 +65,7 @@ class DaemonTimeout(Exception):
 
 
 class Backend:
-    def __init__(self, socket_path: Path, task_group: TaskGroup) -> None:
+    def __init__(self, socket_path: str, task_group: TaskGroup) -> None:
         self.socket_path = socket_path
         self._tg = task_group
         self._current: tuple[Client, anyio.Event] | None = None

@@ -13,6 +13,9 @@ directory, and serve a socket of their own there: a client would send them every
 and show their text as the user's notes. So the daemon serves, and a client connects,
 only where the directory belongs to the user (or root) and nobody else can write to it;
 the client then checks the server's uid too (``proto.client``).
+
+Paths are strings (os.path), not pathlib: kbctl imports this module for every search,
+and pathlib's own imports (urllib.parse, ipaddress) are a fair part of its start-up.
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ import os
 import pwd
 import stat
 from collections.abc import Mapping
-from pathlib import Path
 
 SOCKET_ENV = "KBINDEX_SOCKET"
 SOCKET_NAME = "kbindex.sock"
-RUN_USER = Path("/run/user")
+RUN_USER = "/run/user"
 """Where systemd-logind puts each user's runtime directory (``$XDG_RUNTIME_DIR``)."""
 
 
@@ -34,28 +36,28 @@ class UntrustedSocket(Exception):
 
 
 def default_socket_path(
-    environ: Mapping[str, str] | None = None, *, run_user: Path = RUN_USER
-) -> Path:
+    environ: Mapping[str, str] | None = None, *, run_user: str | os.PathLike[str] = RUN_USER
+) -> str:
     env = os.environ if environ is None else environ
     explicit = env.get(SOCKET_ENV)
     if explicit:
-        return Path(explicit).expanduser()
+        return os.path.expanduser(explicit)
     runtime = env.get("XDG_RUNTIME_DIR")
     if runtime:
-        return Path(runtime) / "kbindex" / SOCKET_NAME
+        return os.path.join(runtime, "kbindex", SOCKET_NAME)
     uid = os.getuid()
-    mine = run_user / str(uid)
+    mine = os.path.join(run_user, str(uid))
     try:
-        if mine.stat().st_uid == uid:
-            return mine / "kbindex" / SOCKET_NAME
+        if os.stat(mine).st_uid == uid:
+            return os.path.join(mine, "kbindex", SOCKET_NAME)
     except OSError:
         pass
-    return Path("/tmp") / f"kbindex-{uid}" / SOCKET_NAME
+    return os.path.join("/tmp", f"kbindex-{uid}", SOCKET_NAME)
 
 
-def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+def resolve_socket_path(explicit: str | os.PathLike[str] | None = None) -> str:
     if explicit:
-        return Path(explicit).expanduser()
+        return os.path.expanduser(os.fspath(explicit))
     return default_socket_path()
 
 
@@ -67,11 +69,11 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def check_private_dir(path: Path) -> None:
+def check_private_dir(path: str | os.PathLike[str]) -> None:
     """Raise UntrustedSocket unless ``path`` is a directory of the user (or root) that no
     one else can write to. Symbolic links are followed: what counts is the directory the
     socket is really in."""
-    st = path.stat()
+    st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise UntrustedSocket(f"{path} is not a directory")
     mode = stat.S_IMODE(st.st_mode)

@@ -16,7 +16,6 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TypeVar
 
 import msgspec
@@ -29,12 +28,9 @@ from kbindex.proto.errors import (
     RequestTooLarge,
     check_server,
     check_socket_dir,
-    checked,
 )
 from kbindex.proto.messages import (
     PROTOCOL_VERSION,
-    AnyReply,
-    ErrorCode,
     ErrorReply,
     Hello,
     HelloReply,
@@ -46,11 +42,10 @@ from kbindex.proto.messages import (
 R = TypeVar("R", bound=Reply)
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(AnyReply)
 
 
 class BlockingClient:
-    def __init__(self, sock: socket.socket, socket_path: Path) -> None:
+    def __init__(self, sock: socket.socket, socket_path: str) -> None:
         self._sock = sock
         self._ids = itertools.count(1)
         self.socket_path = socket_path
@@ -65,7 +60,7 @@ class BlockingClient:
         check_socket_dir(path)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             try:
-                sock.connect(str(path))
+                sock.connect(path)
             except OSError as exc:
                 raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
             check_server(sock, path)
@@ -77,14 +72,16 @@ class BlockingClient:
 
     def request(self, request: Request, expect: type[R]) -> R:
         """Send ``request`` and return its final reply, which must be of type ``expect``."""
-        replies = list(self.stream(request))  # Progress replies, then the final one
-        reply = replies[-1]
-        if not isinstance(reply, expect):
-            raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(reply).__name__}")
+        *_, reply = self.stream(request, expect)  # Progress replies, then the final one
+        assert isinstance(reply, expect)
         return reply
 
-    def stream(self, request: Request) -> Iterator[Reply]:
-        """Send ``request`` and yield every reply to it: Progress replies, then the final one."""
+    def stream(self, request: Request, expect: type[R]) -> Iterator[R | Progress]:
+        """Send ``request`` and yield every reply to it: Progress replies, then the final
+        one, which must be of type ``expect`` (any other reply is a bad reply)."""
+        # Why not one decoder for every reply type: msgspec prepares each type a decoder
+        # names, and preparing them all cost kbctl more than its request.
+        decoder = msgspec.msgpack.Decoder(expect | Progress | ErrorReply)
         rid = next(self._ids)
         body = _encoder.encode(msgspec.structs.replace(request, id=rid))
         if len(body) > framing.MAX_REQUEST_BYTES:
@@ -94,9 +91,11 @@ class BlockingClient:
         except OSError as exc:
             raise ConnectionLost(f"connection to kbindexd lost: {exc}") from None
         while True:
-            reply = self._receive()
+            reply = self._receive(decoder)
             if reply.id == rid:
-                yield checked(reply)
+                if isinstance(reply, ErrorReply):
+                    raise DaemonError(reply.code, reply.message)
+                yield reply
                 if not isinstance(reply, Progress):
                     return
             elif isinstance(reply, ErrorReply) and reply.id == 0:
@@ -104,12 +103,14 @@ class BlockingClient:
                 # refused): it closes next, and this is why.
                 raise DaemonError(reply.code, reply.message)
 
-    def _receive(self) -> Reply:
+    def _receive(
+        self, decoder: msgspec.msgpack.Decoder[R | Progress | ErrorReply]
+    ) -> R | Progress | ErrorReply:
         try:
             body = framing.recv_frame(self._sock, framing.MAX_REPLY_BYTES)
             if body is None:
                 raise ConnectionLost("kbindexd closed the connection")
-            reply: Reply = _decoder.decode(body)
+            reply = decoder.decode(body)
         except (framing.IncompleteFrame, framing.FrameTooLarge, msgspec.DecodeError) as exc:
             raise ConnectionLost(f"bad reply from kbindexd: {exc}") from None
         except OSError as exc:

@@ -18,7 +18,6 @@ import itertools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TypeVar
 
 import anyio
@@ -113,7 +112,7 @@ def _unsent(cause: ClientError) -> ClientError:
 
 
 class Client:
-    def __init__(self, stream: SocketStream, socket_path: Path) -> None:
+    def __init__(self, stream: SocketStream, socket_path: str) -> None:
         self._reader = streams.FrameReader(stream, framing.MAX_REPLY_BYTES)
         self._writer = streams.FrameWriter(stream)
         self._ids = itertools.count(1)

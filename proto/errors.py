@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from pathlib import Path
 
 from kbindex.proto.address import UntrustedSocket, check_private_dir, owner_name
 from kbindex.proto.messages import ErrorReply, Reply
@@ -22,7 +21,7 @@ class ClientError(Exception):
 class DaemonUnavailable(ClientError):
     """Raised when nothing answers on the socket (daemon not running, wrong path)."""
 
-    def __init__(self, socket_path: Path, cause: str) -> None:
+    def __init__(self, socket_path: str, cause: str) -> None:
         super().__init__(
             f"kbindexd is not running (no answer on {socket_path}: {cause}). "
             "Start it with: kbindexd PATH  (or: systemctl --user start kbindexd.socket)"
@@ -68,11 +67,11 @@ class DaemonError(ClientError):
         self.message = message
 
 
-def check_socket_dir(path: Path) -> None:
+def check_socket_dir(path: str) -> None:
     """Raise UntrustedDaemon unless the directory holding the socket ``path`` is the
     user's own (``address.check_private_dir``), DaemonUnavailable if it is not there."""
     try:
-        check_private_dir(path.parent)
+        check_private_dir(os.path.dirname(path) or ".")
     except FileNotFoundError:
         raise DaemonUnavailable(path, "no such directory") from None
     except UntrustedSocket as exc:
@@ -81,7 +80,7 @@ def check_socket_dir(path: Path) -> None:
         raise DaemonUnavailable(path, exc.strerror or type(exc).__name__) from None
 
 
-def check_server(raw: socket.socket, path: Path) -> None:
+def check_server(raw: socket.socket, path: str) -> None:
     """Raise UntrustedDaemon unless the process serving ``path`` runs as this user or
     root (root can read all of the user's files anyway). The directory check came first;
     this one catches a socket moved or bound there by someone else all the same."""

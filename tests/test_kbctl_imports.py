@@ -33,6 +33,9 @@ NOT_FOR_A_SEARCH = (
     "sqlite3",
     "watchdog",
     "platformdirs",
+    "pathlib",  # the socket's path is a string: pathlib brings urllib.parse and ipaddress
+    "urllib",
+    "ipaddress",
 )
 
 # Runs kbctl's entry point as the console script does, then prints the modules it loaded

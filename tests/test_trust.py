@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import MakeDaemon, write
+from conftest import Daemon, MakeDaemon, write
 from kbindex.daemon import settings
 from kbindex.proto.address import default_socket_path
 from kbindex.proto.blocking import BlockingClient
@@ -326,13 +326,27 @@ def test_lookup_prefers_the_users_runtime_directory_without_xdg_runtime_dir(
     uid = os.getuid()
     (tmp_path / str(uid)).mkdir()
     found = default_socket_path({"HOME": "/h"}, run_user=tmp_path)
-    assert found == tmp_path / str(uid) / "kbindex" / "kbindex.sock"
-    assert default_socket_path({"XDG_RUNTIME_DIR": "/x"}, run_user=tmp_path) == Path(
-        "/x/kbindex/kbindex.sock"
+    assert found == str(tmp_path / str(uid) / "kbindex" / "kbindex.sock")
+    xdg = default_socket_path({"XDG_RUNTIME_DIR": "/x"}, run_user=tmp_path)
+    assert xdg == "/x/kbindex/kbindex.sock"
+    assert default_socket_path({}, run_user=tmp_path / "none") == f"/tmp/kbindex-{uid}/kbindex.sock"
+
+
+@pytest.mark.slow
+async def test_kbctl_takes_a_socket_path_relative_to_the_current_directory(
+    daemon: Daemon,
+) -> None:
+    """``--socket kb.sock`` run in the socket's directory: the directory checked for
+    trust is the current one (a bare file name has no directory part of its own)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kbindex.ctl.main", "--socket", daemon.socket.name, "status"],
+        cwd=daemon.socket.parent,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
-    assert default_socket_path({}, run_user=tmp_path / "none") == Path(
-        f"/tmp/kbindex-{uid}/kbindex.sock"
-    )
+    assert done.returncode == 0, done.stderr
+    assert f"socket: {daemon.socket}" in done.stdout
 
 
 @needs_root
@@ -341,7 +355,7 @@ def test_lookup_skips_a_runtime_directory_that_is_not_the_users(tmp_path: Path) 
     (tmp_path / str(uid)).mkdir()
     os.chown(tmp_path / str(uid), 123_456, 123_456)
     found = default_socket_path({}, run_user=tmp_path)
-    assert found == Path(f"/tmp/kbindex-{uid}/kbindex.sock")
+    assert found == f"/tmp/kbindex-{uid}/kbindex.sock"
 
 
 def test_log_level_is_case_insensitive(tmp_path: Path) -> None:

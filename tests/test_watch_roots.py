@@ -92,7 +92,9 @@ async def test_kbctl_roots_and_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     parser = argparse.ArgumentParser()
-    roots_cmd.add_parser(parser.add_subparsers(dest="command", required=True))
+    sub = parser.add_subparsers(dest="command", required=True)
+    roots_cmd.add_parser(sub)
+    roots_cmd.add_why_parser(sub)
     write(daemon.root / "note.md", "why word\n")
     (daemon.root / ".git").mkdir()  # .gitignore applies in a git work tree
     write(daemon.root / ".gitignore", "*.txt\n")
