@@ -5,6 +5,7 @@ holds what only a shared index has."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import Daemon, wait_exit, wait_for, write
+from grep_helpers import Case, grep
 from kbindex.proto.client import DaemonError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -203,6 +205,25 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
     await wait_for(found, timeout=30, interval=0.2)
     doctor = d.kbctl("doctor").stdout
     assert "ok    shared index reachable: PostgreSQL" in doctor, doctor
+
+
+async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
+    pg: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    # 2.2 MB of distinct words: PostgreSQL refuses a tsvector of more than 1 MB of lexemes,
+    # which would fail the whole batch, and every file in it, at every scan.
+    words = [hashlib.md5(str(i).encode()).hexdigest() for i in range(65_000)]
+    write(root / "huge.txt", "openingword " + " ".join(words) + " closingword\n")
+    write(root / "small.md", "an ordinary note\n")
+    d = pg("big", root)
+    await d.start()
+    assert await d.search_paths("openingword") == ["huge.txt"]
+    assert await d.search_paths("ordinary") == ["small.md"]
+    async with d.client() as c:
+        assert (await c.status()).index_error == ""
+    found = await grep(d, Case("closingword"))  # grep reads the whole file
+    assert [line.path for line in found.lines] == [str(root / "huge.txt")]
 
 
 HOSTILE = [

@@ -53,24 +53,38 @@ T = TypeVar("T")
 
 _U64: Final = 1 << 64
 OTHERS_SECONDS: Final = 5.0
+TSVECTOR_CHARS: Final = 500_000
+"""Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which
+would fail the whole batch. A longer document is found by the words of its first
+TSVECTOR_CHARS characters (grep still reads all of it)."""
 _WORDS: Final = f"""
-    setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.title)), 'A')
+    setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.title, {TSVECTOR_CHARS}))), 'A')
     || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.name)), 'B')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.body)), 'C')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.subwords))
-                 || to_tsvector('simple', u.cjk), 'D')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.body, {TSVECTOR_CHARS}))), 'C')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.subwords, {TSVECTOR_CHARS})))
+                 || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})), 'D')
 """
 """A document's ``words``: weights A-D rank title, path, body and derived words as
 SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
 _INSERT_DOCS: Final = f"""
-    INSERT INTO kb_docs(id, title, body, length, words, exact, grams)
-    SELECT u.id, u.title, u.body, length(u.body), {_WORDS},
-           to_tsvector('simple', kb_plain(u.exact)),
-           array_to_tsvector(array_remove(string_to_array(u.grams, ' '), ''))
-    FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                %s::text[], %s::text[])
-         AS u(id, name, title, body, subwords, cjk, exact, grams)
+    WITH u AS (
+        SELECT u.id, u.title, u.body, {_WORDS} AS words,
+               to_tsvector('simple', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
+               array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
+        FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                    %s::text[], %s::text[])
+             AS u(id, name, title, body, subwords, cjk, exact, grams)
+    ), d AS (
+        INSERT INTO kb_docs(id, title, body, length, words, exact, grams)
+        SELECT u.id, u.title, u.body,
+               (SELECT coalesce(sum(cardinality(t.positions)), 0) FROM unnest(u.words) t),
+               u.words, u.exact, u.grams
+        FROM u RETURNING id, length, words
+    )
+    INSERT INTO kb_postings(lexeme, doc, tf, length)
+    SELECT t.lexeme, d.id, kb_tf(t.weights), d.length FROM d, unnest(d.words) t
 """
+"""A batch of documents, and their postings from the ``words`` just made."""
 
 
 class RootTaken(Exception):
@@ -94,6 +108,7 @@ class PgIndex:
         self._readers = Readers(dsn)
         self._migrated = False
         self._claimed: set[str] = set()
+        self._counted: tuple[int, reads.Stats] | None = None
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
@@ -330,13 +345,23 @@ class PgIndex:
             return fn(conn, *args)
 
     def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
-        return self._read(reads.search_result, compiled, limit, path_filter)
+        return self._read(reads.search_result, compiled, limit, path_filter, self._stats())
 
     def rank(
         self, compiled: Compiled, limit: int, path_filter: str | None
     ) -> tuple[list[tuple[int, float]], int, str]:
-        rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True)
+        corpus = self._stats()
+        rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True, corpus)
         return [(int(i), float(score)) for i, score in rows], total, mode
+
+    def _stats(self) -> reads.Stats:
+        """The index's document count and mean length, counted again after this
+        daemon's writes or every OTHERS_SECONDS (bm25 needs them; counting reads every
+        document row, too slow for each search)."""
+        writes, counted = self.writes, self._counted
+        if counted is None or counted[0] != writes:
+            counted = self._counted = (writes, self._read(reads.stats))
+        return counted[1]
 
     def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
         return self._read(reads.find_files, glob, limit)

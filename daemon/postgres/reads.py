@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import psycopg
 from kbindex.daemon.postgres import tsquery
@@ -20,10 +20,20 @@ from kbindex.daemon.searching.grep import PENDING_PATHS, Candidates, TooSlow
 from kbindex.daemon.searching.query import BadQuery, Compiled
 from kbindex.daemon.storage.index import Counts, Embeddable, File, Hit, SearchResult, Stored
 
-WEIGHTS: Final = "'{0.1667, 0.3333, 0.6667, 1.0}'"
-"""``ts_rank_cd`` weights of D (derived words), C (body), B (path) and A (title): the
-ratios of SQLite's bm25 column weights (``searcher.BM25_WEIGHTS``)."""
-RANK: Final = f"ts_rank_cd({WEIGHTS}, d.words, q.r, 1)"
+K1: Final = 1.2
+B: Final = 0.75
+"""bm25's parameters, FTS5's."""
+_BM25: Final = f"t.idf * u.tf * {K1 + 1} / (u.tf + {K1} * ({1 - B} + {B} * u.length / %s))"
+"""One posting's share of a document's score; the parameter is the mean length."""
+
+
+class Stats(NamedTuple):
+    """What bm25 needs of the whole index: documents and their mean length."""
+
+    documents: int
+    mean_length: float
+
+
 _GLOB_CHARS: Final = frozenset("*?[")
 _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine"
 
@@ -68,18 +78,29 @@ def _glob_regex(glob: str) -> str:
     return "".join(out) + "$"
 
 
+def stats(conn: Connection) -> Stats:
+    row = conn.execute("SELECT count(*), coalesce(avg(length), 0) FROM kb_docs").fetchone()
+    return Stats(int(row[0]), max(float(row[1]), 1.0)) if row else Stats(0, 1.0)
+
+
 def search(
-    conn: Connection, compiled: Compiled, limit: int, path_filter: str | None, ids_only: bool
+    conn: Connection,
+    compiled: Compiled,
+    limit: int,
+    path_filter: str | None,
+    ids_only: bool,
+    corpus: Stats,
 ) -> tuple[list[Any], int, str]:
     plan = tsquery.plan(compiled)
     if plan.main is None:
         return [], 0, plan.mode
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            rows = _ranked(conn, plan.main, limit, path_filter, ids_only)
+            rows = _ranked(conn, plan.main, limit, path_filter, ids_only, corpus)
             mode = plan.mode
             if not rows and plan.fallback is not None:
-                rows, mode = _ranked(conn, plan.fallback, limit, path_filter, ids_only), "any"
+                rows = _ranked(conn, plan.fallback, limit, path_filter, ids_only, corpus)
+                mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
     total = int(rows[0][-1]) if rows else 0
@@ -87,27 +108,49 @@ def search(
 
 
 def _ranked(
-    conn: Connection, expr: tsquery.Expr, limit: int, path_filter: str | None, ids_only: bool
+    conn: Connection,
+    expr: tsquery.Expr,
+    limit: int,
+    path_filter: str | None,
+    ids_only: bool,
+    corpus: Stats,
 ) -> list[Any]:
+    """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
+    and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
+    matches; the query's lexemes' postings score them."""
     columns, params, where = tsquery.condition(expr)
     cond, path_params = path_condition(path_filter)
-    best = f"""
-        SELECT d.id, {RANK} AS score, count(*) OVER () AS total
-        FROM q, kb_docs d JOIN kb_files f ON f.id = d.id
-        WHERE {where} AND {cond}
-        ORDER BY score DESC, d.id LIMIT %s
+    sql = f"""
+        WITH q AS MATERIALIZED (SELECT {columns}),
+        terms AS MATERIALIZED (
+            SELECT p.lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+            FROM q, kb_postings p
+            WHERE p.lexeme = ANY(tsvector_to_array(to_tsvector('simple', querytree(q.r))))
+            GROUP BY p.lexeme
+        ),
+        matched AS MATERIALIZED (
+            SELECT d.id FROM q, kb_docs d JOIN kb_files f ON f.id = d.id
+            WHERE {where} AND {cond}
+        ),
+        scored AS (
+            SELECT u.doc, sum({_BM25}) AS score
+            FROM terms t JOIN kb_postings u USING (lexeme)
+            WHERE u.doc IN (SELECT id FROM matched)
+            GROUP BY u.doc
+        )
+        SELECT m.id, coalesce(s.score, 0) AS score, count(*) OVER () AS total
+        FROM matched m LEFT JOIN scored s ON s.doc = m.id
+        ORDER BY score DESC, m.id LIMIT %s
     """
-    head = f"WITH q AS MATERIALIZED (SELECT {columns})"
-    args = [*params, *path_params, limit]
+    args = [*params, corpus.documents, *path_params, corpus.mean_length, limit]
     if ids_only:
-        sql = f"{head} SELECT s.id, s.score, s.total FROM ({best}) s ORDER BY s.score DESC, s.id"
-    else:
-        sql = f"""{head}
-            SELECT s.id, {_FILE_COLUMNS}, d.title, d.body, s.score, s.total
-            FROM ({best}) s JOIN kb_docs d ON d.id = s.id JOIN kb_files f ON f.id = s.id
-            ORDER BY s.score DESC, s.id
-        """
-    return conn.execute(sql, args).fetchall()
+        return conn.execute(sql, args).fetchall()
+    return conn.execute(
+        f"""SELECT b.id, {_FILE_COLUMNS}, d.title, d.body, b.score, b.total
+            FROM ({sql}) b JOIN kb_docs d ON d.id = b.id JOIN kb_files f ON f.id = b.id
+            ORDER BY b.score DESC, b.id""",
+        args,
+    ).fetchall()
 
 
 def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
@@ -122,9 +165,9 @@ def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
 
 
 def search_result(
-    conn: Connection, compiled: Compiled, limit: int, path: str | None
+    conn: Connection, compiled: Compiled, limit: int, path: str | None, corpus: Stats
 ) -> SearchResult:
-    rows, total, mode = search(conn, compiled, limit, path, False)
+    rows, total, mode = search(conn, compiled, limit, path, False, corpus)
     return SearchResult(hits(rows, compiled.terms), total, mode)
 
 

@@ -6,6 +6,12 @@
   snippets and cannot read the file) and three ``tsvector`` columns with GIN indexes:
   ``words`` (stemmed, weighted by column for ranking), ``exact`` (unstemmed, for
   prefix terms, as SQLite's ``docs_exact``) and ``grams`` (byte trigrams, for grep).
+- ``kb_postings``: per document and lexeme of ``words``, its frequency weighted by
+  column (``kb_tf``: title 3, path 2, body 1, derived words 0.5, as SQLite's bm25
+  weights) and the document's length: bm25 ranks from it. ``ts_rank`` has no inverse
+  document frequency and ranked SciFact far worse (``bench/README.md``); a lexeme's
+  document frequency is an index-only count of its postings, so there is no table of
+  counts that every writer would update.
 - ``kb_meta``: the schema version.
 
 Text reaches ``to_tsvector`` through ``kb_plain``, which turns every run of characters
@@ -66,6 +72,20 @@ CREATE TABLE kb_docs(
 CREATE INDEX kb_docs_words ON kb_docs USING gin(words);
 CREATE INDEX kb_docs_exact ON kb_docs USING gin(exact);
 CREATE INDEX kb_docs_grams ON kb_docs USING gin(grams);
+CREATE FUNCTION kb_tf(text[]) RETURNS real LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT (3 * cardinality(array_positions($1, 'A'))
+            + 2 * cardinality(array_positions($1, 'B'))
+            + cardinality(array_positions($1, 'C'))
+            + 0.5 * cardinality(array_positions($1, 'D')))::real
+$$;
+CREATE TABLE kb_postings(
+    lexeme text NOT NULL,
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    tf real NOT NULL,
+    length integer NOT NULL,
+    PRIMARY KEY (lexeme, doc) INCLUDE (tf, length)
+);
+CREATE INDEX kb_postings_doc ON kb_postings(doc);
 """
 
 MIGRATIONS: Final[dict[int, str]] = {1: _V1}
