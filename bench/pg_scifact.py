@@ -8,14 +8,16 @@ Then ranks every train query with each variant (query form x ranking) and prints
 Recall@100 (eval_scifact.py's definitions) and the p50/p99 in-process latency.
 
 Query forms: ``or`` (the question's lexemes OR'ed; the english config drops stopwords),
-``and>or`` (plainto_tsquery's AND, the OR form when that finds nothing), ``web``
+``and-or`` (plainto_tsquery's AND, the OR form when that finds nothing), ``web``
 (websearch_to_tsquery). Rankings: ``ts_rank``/``ts_rank_cd`` with weights and
 normalization flags; ``bm25`` computed in SQL (k1 1.2, b 0.75, idf and weighted term
 frequency as FTS5 computes them, column weights name 2, title 3, body 1 as
-``searcher.BM25_WEIGHTS``) from a table of document frequencies (``lexemes``, built with
-ts_stat), the corpus size and mean length (``corpus_stats``) and each document's length,
-either over the GIN candidates' tsvectors (``bm25``, ``bm25/topN`` after a cheap ts_rank
-cut) or over a postings table (``bm25-postings``: lexeme, document, weighted tf).
+``searcher.BM25_WEIGHTS``; document length = the tsvector's positions), with the corpus
+size and mean length from ``root_stats`` (one row per root), either over the GIN
+candidates' tsvectors (``bm25``; ``bm25/topN`` after a cheap ts_rank cut) with document
+frequencies from ``lexemes`` (built with ts_stat), or over a postings table (lexeme,
+document, weighted tf, length): ``bm25-postings`` with ``lexemes``, ``/df-counted`` with
+each frequency counted from the postings themselves.
 
     .venv/bin/python bench/pg_scifact.py
     .venv/bin/python bench/pg_scifact.py --only or:bm25,or:ts_rank_cd/32 --json /tmp/pg.json
@@ -52,7 +54,12 @@ CREATE TABLE documents (
     len integer NOT NULL
 );
 CREATE TABLE lexemes (lexeme text PRIMARY KEY, df integer NOT NULL);
-CREATE TABLE corpus_stats (n bigint NOT NULL, avgdl float8 NOT NULL);
+-- one row per root, kept by the root's one writer in its own transactions (no row that
+-- every writer updates); the view sums them
+CREATE TABLE root_stats (root text PRIMARY KEY, docs bigint NOT NULL, tokens bigint NOT NULL);
+CREATE VIEW corpus_stats AS
+    SELECT sum(docs)::bigint AS n, sum(tokens)::float8 / nullif(sum(docs), 0) AS avgdl
+    FROM root_stats;
 CREATE TABLE postings (
     lexeme text NOT NULL,
     doc bigint NOT NULL,
@@ -86,7 +93,7 @@ FROM staging s, LATERAL (SELECT
     || setweight(to_tsvector('english', s.body), 'C') AS tsv) v;
 CREATE INDEX documents_tsv ON documents USING gin (tsv);
 INSERT INTO lexemes SELECT word, ndoc FROM ts_stat('SELECT tsv FROM documents');
-INSERT INTO corpus_stats SELECT count(*), avg(len) FROM documents;
+INSERT INTO root_stats SELECT 'scifact', count(*), sum(len) FROM documents;
 INSERT INTO postings SELECT u.lexeme, d.id, kb_tf(u.weights), d.len
 FROM documents d, unnest(d.tsv) u;
 """
@@ -132,7 +139,12 @@ def bm25_sql(match: str, cut: int | None) -> str:
     GROUP BY d.id, d.name ORDER BY {BM25_OF} DESC, d.id LIMIT %(limit)s"""
 
 
-POSTINGS_DF_SQL = f"""WITH terms AS MATERIALIZED (
+def postings_sql(match: str | None) -> str:
+    """bm25 over postings, each term's document frequency counted from the postings (an
+    index-only count): no df table for writers to keep and contend on. With ``match``,
+    only the documents that tsquery matches (GIN) are ranked."""
+    only = f"WHERE u.doc IN (SELECT id FROM documents WHERE tsv @@ {once(match)})" if match else ""
+    return f"""WITH terms AS MATERIALIZED (
         SELECT lexeme, greatest(ln((s.n - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
         FROM postings, corpus_stats s
         WHERE lexeme = ANY(tsvector_to_array(to_tsvector('english', %(q)s)))
@@ -140,11 +152,10 @@ POSTINGS_DF_SQL = f"""WITH terms AS MATERIALIZED (
     )
     SELECT d.name FROM (
         SELECT u.doc, {BM25_OF.replace("d.len", "u.len")} AS score
-        FROM terms t JOIN postings u USING (lexeme), corpus_stats s
+        FROM terms t JOIN postings u USING (lexeme), corpus_stats s {only}
         GROUP BY u.doc ORDER BY score DESC, u.doc LIMIT %(limit)s
     ) r JOIN documents d ON d.id = r.doc ORDER BY r.score DESC, r.doc"""
-"""bm25 over postings with each term's document frequency counted from the postings
-(an index-only count): no df table for writers to keep, and contend on."""
+
 
 POSTINGS_SQL = f"""WITH {TERMS}
     SELECT d.name FROM (
@@ -165,11 +176,12 @@ def variants() -> dict[str, list[str]]:
     for cut in (200, 500, 1000):
         out[f"or:bm25/top{cut}"] = [bm25_sql(FORMS["or"], cut)]
     out["bm25-postings"] = [POSTINGS_SQL]
-    out["bm25-postings/df-counted"] = [POSTINGS_DF_SQL]
-    out["and>or:ts_rank/1"] = [
+    out["bm25-postings/df-counted"] = [postings_sql(None)]
+    out["and-or:bm25-postings/df-counted"] = [postings_sql(FORMS["and"]), postings_sql(None)]
+    out["and-or:ts_rank/1"] = [
         ts_rank_sql(FORMS[f], "ts_rank", RANK_WEIGHTS, 1) for f in ("and", "or")
     ]
-    out["and>or:bm25"] = [bm25_sql(FORMS[f], None) for f in ("and", "or")]
+    out["and-or:bm25"] = [bm25_sql(FORMS[f], None) for f in ("and", "or")]
     out["web:ts_rank/1"] = [ts_rank_sql(FORMS["web"], "ts_rank", RANK_WEIGHTS, 1)]
     out["web:bm25"] = [bm25_sql(FORMS["web"], None)]
     return out
@@ -232,7 +244,11 @@ def run(args: argparse.Namespace, dsn: str) -> dict[str, Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         out["server"] = conn.execute("SHOW server_version").fetchone()
         out["load"] = load(conn, args.dataset, args.copies)
+        # A search is a short query: a parallel plan's worker start-up (tens of ms on a busy
+        # machine) costs more than it saves, and the planner picks one for the AND form.
+        conn.execute("SET max_parallel_workers_per_gather = 0")
         out["documents"] = conn.execute("SELECT n FROM corpus_stats").fetchone()
+        out["postings"] = conn.execute("SELECT count(*) FROM postings").fetchone()
         chosen = variants()
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
