@@ -226,6 +226,27 @@ async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
     assert [line.path for line in found.lines] == [str(root / "huge.txt")]
 
 
+async def test_a_user_who_may_not_create_the_schema_gets_the_reason_and_exit_2(
+    pg: Any, tmp_path: Path, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS kbplain")
+        conn.execute("CREATE ROLE kbplain LOGIN")  # no CREATE on the database
+    root = tmp_path / "notes"
+    write(root / "a.md", "words\n")
+    d = pg("plain", root)
+    d.backend_args = (
+        "--backend",
+        "postgres",
+        "--dsn",
+        pg_dsn.replace("user=postgres", "user=kbplain"),
+    )
+    proc = d.spawn()
+    assert wait_exit(proc, timeout=30) == 2
+    assert "needs PostgreSQL's unaccent extension" in d.log()
+    assert "CREATE EXTENSION unaccent" in d.log()
+
+
 HOSTILE = [
     "",
     "   ",
@@ -265,6 +286,9 @@ async def test_hostile_queries_get_answers_or_clear_errors(
                 codes[query] = exc.code
         assert set(codes.values()) <= {"bad_query"}, codes
         assert [h.relpath for h in (await c.search("plain", mode=mode)).hits] == ["a.md"]
+        # As in SQLite: accents folded, stop words kept, Porter's stemmer.
+        assert [h.relpath for h in (await c.search("cafe", mode=mode)).hits] == ["a.md"]
+        assert [h.relpath for h in (await c.search('"about cafés"', mode=mode)).hits] == ["a.md"]
     with psycopg.connect(d.backend_args[3]) as conn:
         assert conn.execute("SELECT count(*) FROM kb_files").fetchone() == (1,)
 

@@ -69,7 +69,7 @@ SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
 _INSERT_DOCS: Final = f"""
     WITH u AS (
         SELECT u.id, u.title, u.body, {_WORDS} AS words,
-               to_tsvector('simple', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
+               to_tsvector('{schema.EXACT}', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
                array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
         FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
                     %s::text[], %s::text[])

@@ -19,8 +19,10 @@ that are not letters or digits into a space, on both the document and the query 
 PostgreSQL's parser would otherwise keep ``docs/a.md``, ``foo.bar`` or ``1.2.3`` as one
 token where SQLite's tokenizer (and a person typing a part) sees several words.
 
-Migration N takes a database at version N-1 to N, in one transaction, under an advisory
-lock: daemons starting together do not race each other through the same steps.
+Migration N takes a database at version N-1 to N; all of them run in one transaction,
+under an advisory lock: daemons starting together do not race each other through the
+same steps. A user who may not create what the schema needs gets the reason, and the
+daemon stops (``IndexRefused``: a restart would not help).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+import psycopg
 from kbindex.daemon.postgres.connections import Connection
 from kbindex.daemon.storage.index import IndexRefused
 
@@ -35,10 +38,28 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 1
 MIGRATION_LOCK: Final = 0x6B62696E  # "kbin": one advisory lock key for migrations
-CONFIG: Final = "english"
-"""The text search configuration of ``words``: porter stemming, as SQLite's index."""
+EXACT: Final = "kb_exact"
+"""Words as written, accents folded: prefix terms (``exact``)."""
+CONFIG: Final = "kb_words"
+"""The text search configuration of ``words``: PostgreSQL's ``english`` with Porter's
+original stemmer and no stop words, as SQLite's ``porter`` tokenizer. (``english``
+stems with Snowball's Porter2, so ``thus`` and ``thuing`` or ``vomly`` and ``vomness``
+fell together differently, and it drops stop words, so the phrase "the leeck" matched
+every document holding "leeck".) Accents are folded (``unaccent``), as SQLite's
+``remove_diacritics 2`` does: "café" finds "cafe"."""
+EXTENSIONS: Final = ("unaccent",)
+"""It ships with PostgreSQL (contrib) and is trusted: a database owner may create it."""
 
 _V1: Final = """
+CREATE TEXT SEARCH DICTIONARY kb_porter (TEMPLATE = snowball, Language = porter);
+CREATE TEXT SEARCH CONFIGURATION kb_words (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION kb_words
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    WITH unaccent, kb_porter;
+CREATE TEXT SEARCH CONFIGURATION kb_exact (COPY = simple);
+ALTER TEXT SEARCH CONFIGURATION kb_exact
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    WITH unaccent, simple;
 CREATE FUNCTION kb_plain(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT regexp_replace($1, '[^[:alnum:]]+', ' ', 'g') $$;
 CREATE TABLE kb_files(
@@ -96,9 +117,22 @@ class NewerSchema(IndexRefused):
 
 
 def migrate(conn: Connection) -> None:
-    """Bring the database on ``conn`` to SCHEMA_VERSION, one transaction per step."""
+    """Bring the database on ``conn`` to SCHEMA_VERSION, in one transaction."""
+    try:
+        _migrate(conn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaRefused(
+            f"this PostgreSQL user may not create the shared index's tables"
+            f" ({exc.diag.message_primary}); grant it CREATE on the database and its schema,"
+            " or start kbindexd once as the database's owner"
+        ) from None
+
+
+def _migrate(conn: Connection) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        for name in EXTENSIONS:
+            _create_extension(conn, name)
         conn.execute("CREATE TABLE IF NOT EXISTS kb_meta(key text PRIMARY KEY, value text)")
         row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
         version = int(str(row[0])) if row else 0
@@ -115,3 +149,22 @@ def migrate(conn: Connection) -> None:
                 " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (str(target),),
             )
+
+
+class SchemaRefused(IndexRefused):
+    """The database user may not create the tables."""
+
+
+class ExtensionMissing(IndexRefused):
+    """An extension the schema needs cannot be created."""
+
+
+def _create_extension(conn: Connection, name: str) -> None:
+    try:
+        with conn.transaction():  # a savepoint: the migration goes on or stops cleanly
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+    except psycopg.Error as exc:
+        raise ExtensionMissing(
+            f"the shared index needs PostgreSQL's {name} extension ({exc.diag.message_primary});"
+            f" install the server's contrib package or ask its owner to CREATE EXTENSION {name}"
+        ) from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kbindex.daemon.indexing import tokens
-from kbindex.daemon.postgres.schema import CONFIG
+from kbindex.daemon.postgres.schema import CONFIG, EXACT
 from kbindex.daemon.searching.query import MAX_TERMS, STOPWORDS, Compiled, Term, parse
 
 _STEMMED = f"phraseto_tsquery('{CONFIG}', kb_plain(%s))"
@@ -157,7 +157,7 @@ def condition(expr: Expr) -> tuple[str, list[object], str]:
         params += expr.params
         tests.append("d.words @@ q.w")
     if expr.exact:
-        columns.append("to_tsquery('simple', %s) AS e")
+        columns.append(f"to_tsquery('{EXACT}', %s) AS e")
         params.append((" | " if expr.either else " & ").join(f"({e})" for e in expr.exact))
         tests.append("d.exact @@ q.e")
     ranking = [expr.words] if expr.words else []
@@ -172,7 +172,7 @@ def condition(expr: Expr) -> tuple[str, list[object], str]:
         params += expr.not_params
         where += " AND NOT d.words @@ q.n"
     if expr.excluded:
-        columns.append("to_tsquery('simple', %s) AS x")
+        columns.append(f"to_tsquery('{EXACT}', %s) AS x")
         params.append(" | ".join(f"({e})" for e in expr.excluded))
         where += " AND NOT d.exact @@ q.x"
     return ", ".join(columns), params, where
