@@ -194,7 +194,10 @@ async def bench(
         order = BACKENDS if n % 2 else BACKENDS[::-1]
         for backend in order:
             print(f"round {n}: {backend}...", flush=True)
-            res = await run_backend(backend, root, work, dbs, queries, args, compare=n == 1)
+            # A state folder of its own per run: each one indexes from nothing.
+            run_work = work / f"round-{n}"
+            run_work.mkdir(exist_ok=True)
+            res = await run_backend(backend, root, run_work, dbs, queries, args, compare=n == 1)
             res["round"] = n
             rounds.append(res)
             f = res["full"]
