@@ -157,9 +157,9 @@ def table(rounds: list[dict[str, Any]]) -> str:
         ("files/s", lambda r: f"{r['full']['files_per_s']:.0f}"),
         ("daemon CPU s", lambda r: f"{r['full']['cpu_s']:.1f}"),
         ("server CPU s", lambda r: f"{r['full']['server_cpu_s'] or 0:.1f}"),
-        ("index size MB (status)", lambda r: f"{r['full']['index_size_mb']:.0f}"),
+        ("index size MiB (status index_size_mb)", lambda r: f"{r['full']['index_size_mb']:.0f}"),
         (
-            "  cross-check MB (file / pg_total_relation_size)",
+            "  cross-check, 10^6 bytes (file / pg_total_relation_size)",
             lambda r: f"{r['full'].get('file_mb') or r['full'].get('relations_mb'):.0f}",
         ),
         ("search p50 ms (all 400)", lambda r: f"{r['search']['all']['p50_ms']:.2f}"),
