@@ -12,11 +12,16 @@ latency through the socket, full-index time and index size per table.
     .venv/bin/python bench/eval_scifact.py --mode any --json /tmp/scifact.json
     .venv/bin/python bench/eval_scifact.py --index-only /tmp/stdlib   # size and time only
     .venv/bin/python bench/eval_scifact.py --mode words,hybrid,semantic --work /tmp/scifact-sem
+    .venv/bin/python bench/eval_scifact.py --mode words --backend postgres [--dsn URL]
 
 With a mode by meaning (``hybrid``, ``semantic``; needs ``kbindex[semantic]``) the daemon
 runs with ``--semantic auto`` and the queries wait until every document is embedded; the
 embedding time, passages and rate are reported. ``--work DIR`` keeps the corpus and the
 daemon's state there, so a second run reuses the vectors (nothing is embedded again).
+
+``--backend postgres`` runs the daemon on a PostgreSQL database: ``--dsn``'s (the
+benchmark drops the daemon's tables in it first) or a fresh one in a throwaway cluster
+(bench/pgcluster.py). The index size is then pg_total_relation_size of its tables.
 
 The dataset is read from /work/shared/datasets/scifact and never copied into the repo.
 """
@@ -37,6 +42,7 @@ from typing import Any
 import anyio
 import bare
 import common
+import pgcluster
 from kbindex.proto.client import Client
 
 DATASET = Path("/work/shared/datasets/scifact")
@@ -143,11 +149,13 @@ async def wait_embedded(c: Client, timeout: float) -> dict[str, Any]:
     raise SystemExit(f"embedding not done after {timeout:.0f} s")
 
 
-async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+async def evaluate(args: argparse.Namespace, work: Path, dsn: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": args.backend}
     modes = args.mode.split(",")
     meaning = any(m in ("hybrid", "semantic") for m in modes)
     extra = ["--semantic", "auto" if meaning else "off"]
+    if dsn:
+        extra += ["--backend", "postgres", "--dsn", dsn, "--machine", "scifact"]
     if args.index_only:
         root = args.index_only
         extra += ["--include-ext", "*"]
@@ -163,6 +171,7 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 "wall_s": round(time.perf_counter() - d.started, 2),
                 "scan_s": round(st.last_scan_seconds or 0.0, 2),
                 "indexed_files": st.indexed_files,
+                "index_size_mb": st.index_size_mb,
             }
             if meaning:
                 out["embedding"] = await wait_embedded(c, args.embed_timeout)
@@ -180,7 +189,10 @@ async def evaluate(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                         "max": round(max(times), 2),
                     }
                 }
-    out["tables"] = bare.table_sizes(d.state / "index.sqlite3")
+    if dsn:
+        out["tables"] = {"kb_files+kb_docs": int(pgcluster.relation_mb(dsn) * 1e6)}
+    else:
+        out["tables"] = bare.table_sizes(d.state / "index.sqlite3")
     return out
 
 
@@ -207,13 +219,19 @@ def main() -> None:
         help="index DIR (every text file), no queries",
     )
     p.add_argument("--keep", action="store_true", help="keep the work folder")
+    p.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    p.add_argument("--dsn", help="with --backend postgres: a database it may empty")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
     work = args.work or Path(tempfile.mkdtemp(prefix="kbeval-", dir="/tmp"))
     try:
-        out = anyio.run(evaluate, args, work)
+        if args.backend == "postgres":
+            with pgcluster.databases(args.dsn) as dbs:
+                out = anyio.run(evaluate, args, work, dbs.fresh())
+        else:
+            out = anyio.run(evaluate, args, work, "")
     finally:
         if args.keep or args.work:
             print(f"work folder kept: {work}", file=sys.stderr)

@@ -1,0 +1,88 @@
+"""A PostgreSQL database for the benchmarks that run kbindexd on its PostgreSQL backend.
+
+Either the caller's (``--dsn``: a database the benchmark may empty, since the daemon's
+tables are dropped between runs so that every run indexes from nothing) or a throwaway
+cluster from tests/pgserver.py (imported from tests/ as the tests do; it runs the server
+as the ``postgres`` account when we are root), one fresh database per run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import common
+import psycopg
+
+TABLES = ("kb_docs", "kb_files", "kb_meta")
+
+
+class Databases:
+    """``fresh()`` gives the connection string of an empty database for one daemon run."""
+
+    def __init__(self, dsn: str | None, server: Any) -> None:
+        self._dsn = dsn
+        self.server = server
+        """The throwaway ``pgserver.PgServer``, or None with ``--dsn``."""
+
+    def fresh(self) -> str:
+        if self.server is not None:
+            return str(self.server.dsn(self.server.create_database()))
+        assert self._dsn is not None
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)} CASCADE")
+            conn.execute("DROP FUNCTION IF EXISTS kb_plain(text)")
+        return self._dsn
+
+    def postmaster_pid(self) -> int | None:
+        """The server's main process (its CPU time is the backend's share), if ours."""
+        if self.server is None:
+            return None
+        return int((Path(self.server.data) / "postmaster.pid").read_text().split()[0])
+
+
+@contextmanager
+def databases(dsn: str | None) -> Iterator[Databases]:
+    """The caller's database, or a throwaway cluster closed on the way out."""
+    if dsn:
+        yield Databases(dsn, None)
+        return
+    sys.path.insert(0, str(common.REPO / "tests"))
+    import pgserver
+
+    bindir = pgserver.find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL's initdb and pg_ctl not found; give --dsn")
+    server = pgserver.started(bindir)
+    try:
+        yield Databases(None, server)
+    finally:
+        server.close()
+
+
+def relation_mb(dsn: str) -> float:
+    """pg_total_relation_size of kb_files + kb_docs (heap, TOAST, indexes), in MB."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_total_relation_size('kb_files') + pg_total_relation_size('kb_docs')"
+        ).fetchone()
+    return int(row[0]) / 1e6 if row else float("nan")
+
+
+def server_cpu_seconds(postmaster: int) -> float:
+    """CPU time of the whole server so far: the postmaster, its live children and the
+    children it has reaped (the daemon's connections do the backend's work there)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        pid = int(stat.parent.name)
+        if pid == postmaster or int(fields[1]) == postmaster:
+            total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
