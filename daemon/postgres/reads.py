@@ -120,21 +120,27 @@ def _ranked(
     matches; the query's lexemes' postings score them."""
     columns, params, where = tsquery.condition(expr)
     cond, path_params = path_condition(path_filter)
+    # Every document has its files row: joined only to filter by path.
+    joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
     sql = f"""
         WITH q AS MATERIALIZED (SELECT {columns}),
         terms AS MATERIALIZED (
             SELECT p.lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
-            FROM q, kb_postings p
-            WHERE p.lexeme = ANY(tsvector_to_array(to_tsvector('simple', querytree(q.r))))
+            FROM kb_postings p
+            WHERE p.lexeme = ANY(
+                tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
+            )
             GROUP BY p.lexeme
         ),
         matched AS MATERIALIZED (
-            SELECT d.id FROM q, kb_docs d JOIN kb_files f ON f.id = d.id
-            WHERE {where} AND {cond}
+            SELECT d.id FROM kb_docs d{joined} WHERE {where} AND {cond}
         ),
         scored AS (
             SELECT u.doc, sum({_BM25}) AS score
-            FROM terms t JOIN kb_postings u USING (lexeme)
+            FROM terms t CROSS JOIN LATERAL (
+                SELECT p.doc, p.tf, p.length FROM kb_postings p
+                WHERE p.lexeme = t.lexeme OFFSET 0
+            ) u
             WHERE u.doc IN (SELECT id FROM matched)
             GROUP BY u.doc
         )

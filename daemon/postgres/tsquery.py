@@ -146,20 +146,22 @@ def _exclude(expr: Expr, negative: list[Term]) -> None:
 
 
 def condition(expr: Expr) -> tuple[str, list[object], str]:
-    """``expr`` for a query over ``kb_docs d`` and a one-row ``q``: the columns of ``q``
-    (``w`` words, ``e`` exact, ``r`` ranking, ``n`` and ``x`` excluded words and
-    prefixes) with their parameters, and the WHERE condition on ``d``."""
+    """``expr`` for a query over ``kb_docs d`` and a one-row CTE ``q``: the columns of
+    ``q`` (``w`` words, ``e`` exact, ``r`` ranking, ``n`` and ``x`` excluded words and
+    prefixes) with their parameters, and the WHERE condition on ``d``. The condition
+    reads them as scalar subqueries: computed once, they are constants to the planner,
+    which then uses the GIN indexes (a join with ``q`` scanned every document)."""
     columns: list[str] = []
     params: list[object] = []
     tests = []
     if expr.words:
         columns.append(f"{expr.words} AS w")
         params += expr.params
-        tests.append("d.words @@ q.w")
+        tests.append("d.words @@ (SELECT w FROM q)")
     if expr.exact:
         columns.append(f"to_tsquery('{EXACT}', %s) AS e")
         params.append((" | " if expr.either else " & ").join(f"({e})" for e in expr.exact))
-        tests.append("d.exact @@ q.e")
+        tests.append("d.exact @@ (SELECT e FROM q)")
     ranking = [expr.words] if expr.words else []
     params += expr.params
     for sql, param in expr.ranked:
@@ -170,9 +172,9 @@ def condition(expr: Expr) -> tuple[str, list[object], str]:
     if expr.not_words:
         columns.append(f"{' || '.join(expr.not_words)} AS n")
         params += expr.not_params
-        where += " AND NOT d.words @@ q.n"
+        where += " AND NOT d.words @@ (SELECT n FROM q)"
     if expr.excluded:
         columns.append(f"to_tsquery('{EXACT}', %s) AS x")
         params.append(" | ".join(f"({e})" for e in expr.excluded))
-        where += " AND NOT d.exact @@ q.x"
+        where += " AND NOT d.exact @@ (SELECT x FROM q)"
     return ", ".join(columns), params, where
