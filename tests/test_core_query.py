@@ -139,3 +139,18 @@ async def test_path_filters(daemon: Daemon) -> None:
     assert await paths("*.txt") == ["notes/d.txt"]
     assert await paths(f"{daemon.root}/notes") == ["notes/d.txt"]
     assert await paths("nowhere/") == []
+
+
+@pytest.mark.anyio
+@pytest.mark.backends
+async def test_short_words_and_stop_words_are_words_like_any_other(daemon: Daemon) -> None:
+    write(daemon.root / "a.md", "a non issue\n")
+    write(daemon.root / "b.md", "as non issue\n")
+    write(daemon.root / "c.md", "the quick fox\n")
+    write(daemon.root / "d.md", "quick thinking\n")
+    await daemon.refresh()
+    # Not stemmed together ("as" is not "a"), and a phrase keeps its stop words.
+    assert await daemon.search_paths('"as non"') == ["b.md"]
+    assert await daemon.search_paths('"a non"') == ["a.md"]
+    assert await daemon.search_paths('"the quick"') == ["c.md"]
+    assert await daemon.search_paths('"as non"', mode="raw") == ["b.md"]

@@ -17,6 +17,7 @@ that cannot connect logs it, and the first write that can migrates the schema.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from kbindex.daemon.storage.index import (
     Embeddable,
     Failure,
     File,
+    IndexRefused,
     Known,
     SearchResult,
     Stored,
@@ -58,10 +60,10 @@ TSVECTOR_CHARS: Final = 500_000
 would fail the whole batch. A longer document is found by the words of its first
 TSVECTOR_CHARS characters (grep still reads all of it)."""
 _WORDS: Final = f"""
-    setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.title, {TSVECTOR_CHARS}))), 'A')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(u.name)), 'B')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.body, {TSVECTOR_CHARS}))), 'C')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_plain(left(u.subwords, {TSVECTOR_CHARS})))
+    setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.title, {TSVECTOR_CHARS}))), 'A')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(u.name)), 'B')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.body, {TSVECTOR_CHARS}))), 'C')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.subwords, {TSVECTOR_CHARS})))
                  || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})), 'D')
 """
 """A document's ``words``: weights A-D rank title, path, body and derived words as
@@ -87,6 +89,13 @@ _INSERT_DOCS: Final = f"""
 """A batch of documents, and their postings from the ``words`` just made."""
 
 
+_UNWRITABLE: Final = (
+    psycopg.errors.DiskFull,
+    psycopg.errors.ReadOnlySqlTransaction,  # a replica, or a server in recovery
+    psycopg.errors.InsufficientPrivilege,  # a user who may read but not write
+)
+
+
 class RootTaken(Exception):
     """Another daemon holds the advisory lock of this machine's root."""
 
@@ -107,13 +116,14 @@ class PgIndex:
         self._writer = Writer(dsn)
         self._readers = Readers(dsn)
         self._migrated = False
+        self._migrating = threading.Lock()
         self._claimed: set[str] = set()
         self._counted: tuple[int, reads.Stats] | None = None
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
             return "unavailable"
-        if isinstance(exc, RootTaken | psycopg.errors.DiskFull | schema.NewerSchema):
+        if isinstance(exc, (RootTaken, IndexRefused, *_UNWRITABLE)):
             return "unwritable"
         return None
 
@@ -153,10 +163,14 @@ class PgIndex:
             self._claimed.clear()  # a new session holds no advisory lock
         conn = self._writer.get()
         if not self._migrated:
-            schema.migrate(conn)
-            (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
-            self.server = str(version)
-            self._migrated = True
+            # A reader thread may come here first (the server was down at start): the
+            # writer's connection migrates once, in one thread.
+            with self._migrating:
+                if not self._migrated:
+                    schema.migrate(conn)
+                    (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
+                    self.server = str(version)
+                    self._migrated = True
         return conn
 
     def claim(self, roots: Sequence[str]) -> None:

@@ -17,7 +17,10 @@
 Text reaches ``to_tsvector`` through ``kb_plain``, which turns every run of characters
 that are not letters or digits into a space, on both the document and the query side:
 PostgreSQL's parser would otherwise keep ``docs/a.md``, ``foo.bar`` or ``1.2.3`` as one
-token where SQLite's tokenizer (and a person typing a part) sees several words.
+token where SQLite's tokenizer (and a person typing a part) sees several words. Stemmed
+text also goes through ``kb_stemmable``, which marks words of one or two letters with a
+``0`` so that the stemmer leaves them alone: SQLite's porter does not stem them, and
+PostgreSQL's made "as" and "a" one word ("as non" matched 228 files, SQLite 98).
 
 Migration N takes a database at version N-1 to N; all of them run in one transaction,
 under an advisory lock: daemons starting together do not race each other through the
@@ -50,18 +53,23 @@ every document holding "leeck".) Accents are folded (``unaccent``), as SQLite's
 EXTENSIONS: Final = ("unaccent",)
 """It ships with PostgreSQL (contrib) and is trusted: a database owner may create it."""
 
-_V1: Final = """
+_V1: Final = r"""
 CREATE TEXT SEARCH DICTIONARY kb_porter (TEMPLATE = snowball, Language = porter);
 CREATE TEXT SEARCH CONFIGURATION kb_words (COPY = english);
 ALTER TEXT SEARCH CONFIGURATION kb_words
     ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
     WITH unaccent, kb_porter;
+ALTER TEXT SEARCH CONFIGURATION kb_words
+    ALTER MAPPING FOR numword, numhword, hword_numpart WITH unaccent, simple;
 CREATE TEXT SEARCH CONFIGURATION kb_exact (COPY = simple);
 ALTER TEXT SEARCH CONFIGURATION kb_exact
-    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+    ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part,
+        numword, numhword, hword_numpart
     WITH unaccent, simple;
 CREATE FUNCTION kb_plain(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT regexp_replace($1, '[^[:alnum:]]+', ' ', 'g') $$;
+CREATE FUNCTION kb_stemmable(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT regexp_replace(kb_plain($1), '\m([[:alpha:]]{1,2})\M', '\10', 'g') $$;
 CREATE TABLE kb_files(
     id bigserial PRIMARY KEY,
     machine text NOT NULL,

@@ -15,14 +15,22 @@ characters alone, each quoted, so it cannot break either.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.postgres.schema import CONFIG, EXACT
 from kbindex.daemon.searching.query import MAX_TERMS, STOPWORDS, Compiled, Term, parse
 
-_STEMMED = f"phraseto_tsquery('{CONFIG}', kb_plain(%s))"
+_STEMMED = f"phraseto_tsquery('{CONFIG}', kb_stemmable(%s))"
 _SIMPLE = "phraseto_tsquery('simple', %s)"
+_SHORT = re.compile(r"\b[^\W\d_]{1,2}\b")
+"""A word of one or two letters: marked as ``kb_stemmable`` marks it, in raw mode's text."""
+
+
+def _marked(word: re.Match[str]) -> str:
+    text = word.group()
+    return text if text.lower() == "or" else text + "0"  # "or" is websearch's operator
 
 
 @dataclass
@@ -64,7 +72,8 @@ def plan(compiled: Compiled) -> Plan:
         text = compiled.source.strip()
         if not text:
             return Plan(None, "raw")
-        return Plan(Expr(f"websearch_to_tsquery('{CONFIG}', %s)", [text]), "raw")
+        raw = Expr(f"websearch_to_tsquery('{CONFIG}', %s)", [_SHORT.sub(_marked, text)])
+        return Plan(raw, "raw")
     terms = parse(compiled.source)[:MAX_TERMS]
     positive = [t for t in terms if not t.negated]
     negative = [t for t in terms if t.negated]
