@@ -18,7 +18,7 @@ from typing import Any
 import common
 import psycopg
 
-TABLES = ("kb_docs", "kb_files", "kb_meta")
+TABLES = ("kb_postings", "kb_docs", "kb_files", "kb_meta")
 
 
 class Databases:
@@ -35,7 +35,12 @@ class Databases:
         assert self._dsn is not None
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)} CASCADE")
-            conn.execute("DROP FUNCTION IF EXISTS kb_plain(text)")
+            for drop in (
+                "FUNCTION IF EXISTS kb_stemmable(text), kb_plain(text), kb_tf(text[])",
+                "TEXT SEARCH CONFIGURATION IF EXISTS kb_words, kb_exact",
+                "TEXT SEARCH DICTIONARY IF EXISTS kb_porter",
+            ):
+                conn.execute(f"DROP {drop}")
         return self._dsn
 
     def postmaster_pid(self) -> int | None:
@@ -65,10 +70,12 @@ def databases(dsn: str | None) -> Iterator[Databases]:
 
 
 def relation_mb(dsn: str) -> float:
-    """pg_total_relation_size of kb_files + kb_docs (heap, TOAST, indexes), in MB."""
+    """pg_total_relation_size of kb_files + kb_docs + kb_postings (heap, TOAST, indexes),
+    in MB."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT pg_total_relation_size('kb_files') + pg_total_relation_size('kb_docs')"
+            " + pg_total_relation_size('kb_postings')"
         ).fetchone()
     return int(row[0]) / 1e6 if row else float("nan")
 

@@ -444,6 +444,6 @@ def _where(dsn: str) -> str:
 def _size_bytes(conn: Connection) -> int:
     row = conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-        " WHERE c.relname IN ('kb_files', 'kb_docs') AND c.relkind = 'r'"
+        " WHERE c.relname IN ('kb_files', 'kb_docs', 'kb_postings') AND c.relkind = 'r'"
     ).fetchone()
     return int(row[0]) if row else 0
