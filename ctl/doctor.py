@@ -80,11 +80,18 @@ def _index(check: CheckReply | str, status: StatusReply) -> Iterator[Finding]:
         yield Finding("FAIL", check, "check that the server runs and the dsn (KBINDEX_DSN)")
         return
     if backend is not None and backend.name == "postgres":
+        if check.integrity != "ok":
+            yield Finding(
+                "FAIL",
+                f"shared index: {check.integrity}",
+                "ask the database's owner to CREATE EXTENSION what is missing",
+            )
+            return
         machines = len(backend.machines)
         yield Finding(
             "ok",
-            f"shared index reachable: {backend.server}, this machine {backend.machine!r},"
-            f" {machines} machine(s) indexed",
+            f"shared index reachable, its schema and extensions in place: {backend.server},"
+            f" this machine {backend.machine!r}, {machines} machine(s) indexed",
         )
         return
     if check.integrity == "ok":

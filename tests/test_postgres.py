@@ -176,7 +176,7 @@ async def test_a_server_restart_mid_index_loses_nothing(
 
 
 async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
-    pg: Any, tmp_path: Path, pg_server: Any
+    pg: Any, tmp_path: Path, pg_server: Any, pg_dsn: str
 ) -> None:
     root = tmp_path / "notes"
     write(root / "a.md", "waiting words\n")
@@ -204,7 +204,12 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
 
     await wait_for(found, timeout=30, interval=0.2)
     doctor = d.kbctl("doctor").stdout
-    assert "ok    shared index reachable: PostgreSQL" in doctor, doctor
+    assert "ok    shared index reachable, its schema and extensions in place" in doctor, doctor
+    # An extension dropped under a running daemon: doctor names it.
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION unaccent CASCADE")
+    doctor = d.kbctl("doctor").stdout
+    assert "FAIL  shared index: schema 1; missing extension(s): unaccent" in doctor, doctor
 
 
 async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(

@@ -400,7 +400,8 @@ class PgIndex:
         return self._read(_size_bytes)
 
     def check(self) -> Checked:
-        return Checked("ok", self._read(_size_bytes), 0)
+        """The connection, the schema's version and its extensions."""
+        return self._read(_check)
 
     def grep_candidates(
         self,
@@ -439,6 +440,16 @@ def _where(dsn: str) -> str:
     host = str(info.get("host") or "localhost")
     port = f":{info['port']}" if info.get("port") else ""
     return f"{host}{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def _check(conn: Connection) -> Checked:
+    found = {str(name) for (name,) in conn.execute("SELECT extname FROM pg_extension")}
+    missing = [name for name in schema.EXTENSIONS if name not in found]
+    row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+    if not missing:
+        return Checked("ok", _size_bytes(conn), 0)
+    version = f"schema {row[0] if row else '?'}"
+    return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn), 0)
 
 
 def _size_bytes(conn: Connection) -> int:
