@@ -31,11 +31,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import common
+import pgcluster
 import psycopg
 from eval_scifact import DATASET, quality, read_qrels, read_queries
 
@@ -259,21 +259,6 @@ def run(args: argparse.Namespace, dsn: str) -> dict[str, Any]:
     return out
 
 
-def with_server(body: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``body`` on a fresh database of a throwaway cluster (tests/pgserver.py)."""
-    sys.path.insert(0, str(common.REPO / "tests"))
-    import pgserver
-
-    bindir = pgserver.find_bindir()
-    if bindir is None:
-        raise SystemExit("PostgreSQL's initdb and pg_ctl not found; give --dsn")
-    server = pgserver.started(bindir)
-    try:
-        return body(server.dsn(server.create_database()))
-    finally:
-        server.close()
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--dataset", type=Path, default=DATASET)
@@ -290,7 +275,8 @@ def main() -> None:
     p.add_argument("--only", help="variants to run, separated by commas (default: all)")
     p.add_argument("--json", type=Path, help="also write the results here")
     args = p.parse_args()
-    out = run(args, args.dsn) if args.dsn else with_server(lambda dsn: run(args, dsn))
+    with pgcluster.databases(args.dsn) as databases:
+        out = run(args, databases.fresh())
     text = json.dumps(out, indent=2)
     print(text)
     if args.json:
