@@ -60,6 +60,7 @@ DRAIN_SECONDS: Final = 5.0
 STATUS_RECOUNT_SECONDS: Final = 30.0
 INDEX_ERROR_RETRY_SECONDS: Final = 5.0
 """How soon a scan retries after a write to the index failed (disk full)."""
+INDEX_ERROR_RETRY_MAX_SECONDS: Final = 60.0
 M_MMAP_THRESHOLD: Final = -3
 """glibc's ``mallopt`` parameter (malloc.h)."""
 MMAP_THRESHOLD_BYTES: Final = 1 << 20
@@ -219,13 +220,21 @@ async def _rescan_forever(indexer: Indexer, interval_of: Callable[[], float]) ->
 
 
 async def _retry_unwritable(indexer: Indexer) -> None:
-    """While the index cannot be written (a full disk), rescan every few seconds:
-    the changes wait in the files, and the index catches up once there is room."""
+    """While the index cannot be written (a full disk, a database server that is
+    down), rescan: the changes wait in the files, and the index catches up once it can
+    be written. The first retry comes after INDEX_ERROR_RETRY_SECONDS, each further one
+    after twice as long as the last, up to INDEX_ERROR_RETRY_MAX_SECONDS: a server
+    down for an hour costs tens of attempts and log lines, not hundreds."""
+    delay = INDEX_ERROR_RETRY_SECONDS
     while True:
-        await anyio.sleep(INDEX_ERROR_RETRY_SECONDS)
+        await anyio.sleep(delay)
+        if not indexer.health.index_error:
+            delay = INDEX_ERROR_RETRY_SECONDS
+            continue
+        with suppress(Exception):  # logged by the indexer; status shows it
+            await indexer.refresh()
         if indexer.health.index_error:
-            with suppress(Exception):  # logged by the indexer; status shows it
-                await indexer.refresh()
+            delay = min(delay * 2, INDEX_ERROR_RETRY_MAX_SECONDS)
 
 
 async def _signals(
