@@ -20,9 +20,9 @@ inside SQLite, with the GIL released for the whole batch.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import msgspec
 from kbindex.daemon.indexing import grams, tokens
@@ -50,6 +50,7 @@ SQLite's JSON functions took about fifteen times a long row's text to take it ap
 (180 MB for one 8.7 MB header, 56 MB as parameters). Such files are few (264 of a
 kernel's 78,567), so statements of their own add few GIL waits."""
 
+T = TypeVar("T")
 Row = tuple[str, str, str, str, str]
 """The values of ``COLUMNS`` for one document."""
 
@@ -110,18 +111,23 @@ def as_json(items: Iterable[object]) -> str:
     return _encode(list(items)).decode()
 
 
-def _chunks(rows: Sequence[tuple[int, tuple[str, ...]]]) -> Iterator[list[tuple[object, ...]]]:
-    """``(rowid, *values)`` lists of about STATEMENT_CHARS of text each."""
-    chunk: list[tuple[object, ...]] = []
+def statements(items: Iterable[T], chars: Callable[[T], int]) -> Iterator[list[T]]:
+    """``items`` in lists of about STATEMENT_CHARS of text each (``chars``: an item's),
+    a statement each: for every backend's writer."""
+    chunk: list[T] = []
     size = 0
-    for rowid, values in rows:
-        chunk.append((rowid, *values))
-        size += sum(len(v) for v in values)
+    for item in items:
+        chunk.append(item)
+        size += chars(item)
         if size >= STATEMENT_CHARS:
             yield chunk
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def _text_chars(row: tuple[int, tuple[str, ...]]) -> int:
+    return sum(len(v) for v in row[1])
 
 
 def _write(
@@ -139,8 +145,8 @@ def _write(
             conn.execute(large, (rowid, *values))
         else:
             small.append((rowid, values))
-    for chunk in _chunks(small):
-        conn.execute(sql, (as_json(chunk),))
+    for chunk in statements(small, _text_chars):
+        conn.execute(sql, (as_json((rowid, *values) for rowid, values in chunk),))
 
 
 def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str, str | None]]) -> None:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.grams import of_text
 from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.postgres import reads, schema
 from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
@@ -268,15 +267,7 @@ class PgIndex:
     def _insert_docs(self, conn: Connection, docs: list[tuple[int, documents.Document]]) -> None:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
-        chunk: list[tuple[int, documents.Document]] = []
-        size = 0
-        for file_id, doc in docs:
-            chunk.append((file_id, doc))
-            size += len(doc.row[2])
-            if size >= documents.STATEMENT_CHARS:
-                self._insert_chunk(conn, chunk)
-                chunk, size = [], 0
-        if chunk:
+        for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
             self._insert_chunk(conn, chunk)
 
     def _insert_chunk(self, conn: Connection, chunk: list[tuple[int, documents.Document]]) -> None:
@@ -322,7 +313,9 @@ class PgIndex:
                 (moving,),
             ).fetchall()
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
-            self._insert_docs(conn, [(i, _document(r, t, b, e)) for i, r, t, b, e in docs])
+            self._insert_docs(
+                conn, [(i, documents.prepare(r, _stored(t, b, e))) for i, r, t, b, e in docs]
+            )
         self._writes += 1
         return len(rows)
 
@@ -423,12 +416,9 @@ class PgIndex:
         return self._read(reads.embeddable)
 
 
-def _document(relpath: str, title: str, body: str, encoding: str | None) -> documents.Document:
-    """A stored document's column values again, for its new path (``move``)."""
-    row, exact = documents.row_and_words(relpath, title, body)
-    grams = of_text(body, encoding or "utf-8")
-    loaded = Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
-    return documents.Document(loaded, row, exact, grams)
+def _stored(title: str, body: str, encoding: str | None) -> Loaded:
+    """A stored document's text as if loaded again (``move``: the file is not read)."""
+    return Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
 
 
 def _where(dsn: str) -> str:

@@ -18,6 +18,7 @@ from kbindex.daemon.postgres.connections import Connection
 from kbindex.daemon.searching import passages, trigrams
 from kbindex.daemon.searching.grep import PENDING_PATHS, Candidates, TooSlow
 from kbindex.daemon.searching.query import BadQuery, Compiled
+from kbindex.daemon.searching.searcher import path_filter
 from kbindex.daemon.storage.index import Counts, Embeddable, File, Hit, SearchResult, Stored
 
 K1: Final = 1.2
@@ -34,27 +35,18 @@ class Stats(NamedTuple):
     mean_length: float
 
 
-_GLOB_CHARS: Final = frozenset("*?[")
 _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine"
 
 
-def path_condition(path_filter: str | None) -> tuple[str, list[object]]:
-    """As ``searcher.path_condition`` (globs, where ``*`` also crosses ``/``, or a
-    prefix; relative to the roots, or absolute), as a POSIX regular expression."""
-    if not path_filter:
+def path_condition(raw_filter: str | None) -> tuple[str, list[object]]:
+    """As ``searcher.path_condition``, with a glob as a POSIX regular expression."""
+    parsed = path_filter(raw_filter)
+    if parsed is None:
         return "true", []
-    raw = path_filter.strip()
-    absolute = raw.startswith("/")
-    column = "f.path" if absolute else "f.relpath"
-    if not absolute:
-        raw = raw.removeprefix("./")
-    if _GLOB_CHARS & set(raw):
-        glob = raw.replace("**/", "*").replace("/**", "/*")
-        return f"{column} ~ %s", [_glob_regex(glob)]
-    stem = raw.rstrip("/")
-    if not stem:
-        return "true", []
-    return f"({column} = %s OR starts_with({column}, %s))", [stem, stem + "/"]
+    column = "f.path" if parsed.absolute else "f.relpath"
+    if parsed.glob:
+        return f"{column} ~ %s", [_glob_regex(parsed.glob)]
+    return f"({column} = %s OR starts_with({column}, %s))", [parsed.stem, parsed.stem + "/"]
 
 
 def _glob_regex(glob: str) -> str:
@@ -162,7 +154,7 @@ def _ranked(
 def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     found = []
     for _id, path, root, relpath, size, mtime_ns, machine, title, body, score in rows:
-        snippet, line = passages.best_passage(body, needles) or (passages.head(body), 1)
+        snippet, line = passages.shown(body, needles)
         found.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(score, 4), snippet, line,
                 machine=machine)

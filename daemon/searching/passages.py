@@ -291,6 +291,12 @@ def _is_text(line: str) -> bool:
     return bool(stripped) and not stripped.startswith("#")
 
 
+def shown(body: str, needles: tuple[str, ...]) -> tuple[str, int]:
+    """What a hit found by words shows, and its line: its best passage for ``needles``,
+    else the start of the file."""
+    return best_passage(body, needles) or (head(body), 1)
+
+
 def head(body: str) -> str:
     """The snippet when no needle occurs in the body (a match in the path or title)."""
     return clean(_unmarked(_window(_lines_from(body.lstrip(), 0), 0)))

@@ -25,22 +25,41 @@ BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
 _GLOB_CHARS = frozenset("*?[")
 
 
-def path_condition(path_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:
-    """SQL condition for a path filter: a glob (``docs/*.md``, ``**/*.py``) or a prefix
-    (``docs/``), relative to the roots, or absolute. In globs ``*`` also crosses ``/``."""
-    if not path_filter:
-        return "1", []
-    raw = path_filter.strip()
+@dataclass(frozen=True, slots=True)
+class PathFilter:
+    """A path filter taken apart, for each backend to write as its own SQL: a glob
+    (``*`` also crosses ``/``) or a path and anything under it, on the absolute path or
+    the one relative to its root."""
+
+    absolute: bool
+    glob: str = ""
+    stem: str = ""
+
+
+def path_filter(raw_filter: str | None) -> PathFilter | None:
+    """A path filter as typed (``docs/*.md``, ``**/*.py``, ``docs/``, ``/abs/dir``), or
+    None when it filters nothing."""
+    if not raw_filter:
+        return None
+    raw = raw_filter.strip()
     absolute = raw.startswith("/")
-    column = f"{prefix}.path" if absolute else f"{prefix}.relpath"
     if not absolute:
         raw = raw.removeprefix("./")
     if _GLOB_CHARS & set(raw):
-        glob = raw.replace("**/", "*").replace("/**", "/*")
-        return f"{column} GLOB ?", [glob]
+        return PathFilter(absolute, glob=raw.replace("**/", "*").replace("/**", "/*"))
     stem = raw.rstrip("/")
-    if not stem:
+    return PathFilter(absolute, stem=stem) if stem else None
+
+
+def path_condition(raw_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:
+    """SQL condition for a path filter (``path_filter``) on the files table ``prefix``."""
+    parsed = path_filter(raw_filter)
+    if parsed is None:
         return "1", []
+    column = f"{prefix}.path" if parsed.absolute else f"{prefix}.relpath"
+    if parsed.glob:
+        return f"{column} GLOB ?", [parsed.glob]
+    stem = parsed.stem
     return f"({column} = ? OR substr({column}, 1, ?) = ?)", [stem, len(stem) + 1, stem + "/"]
 
 
@@ -113,7 +132,7 @@ def _search(
 def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     hits = []
     for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
-        snippet, line = passages.best_passage(body, needles) or (passages.head(body), 1)
+        snippet, line = passages.shown(body, needles)
         hits.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
         )
