@@ -185,17 +185,11 @@ class Indexer:
                 tg.start_soon(read_known)
                 # One worker thread walks every target: a burst brings thousands of scopes.
                 results = await anyio.to_thread.run_sync(self._walk_all, targets)
-        for target, result in zip(targets, results, strict=True):
+        for result in results:
             seen.update(result.files)
             unlisted += [p for p, _ in result.problems]
             for path, reason in result.problems:
                 self.health.error(path, f"cannot list directory: {reason}")
-            if target.path == target.root:
-                root_health = self.health.root(str(target.root))
-                root_health.state = "missing" if result.root_missing else "ok"
-                root_health.detail = "root directory does not exist" if result.root_missing else ""
-                root_health.last_scan_at = time.time()
-                root_health.ignored = Ignored.tally(result.ignored_by, len(result.files))
         changed = [
             s
             for path, s in seen.items()
@@ -215,6 +209,14 @@ class Indexer:
             await on_progress(progress)
         if removed:
             await self._write(self.index.apply, [], removed)
+        # After the removals: a root that status calls missing holds no files.
+        for target, result in zip(targets, results, strict=True):
+            if target.path == target.root:
+                root_health = self.health.root(str(target.root))
+                root_health.state = "missing" if result.root_missing else "ok"
+                root_health.detail = "root directory does not exist" if result.root_missing else ""
+                root_health.last_scan_at = time.time()
+                root_health.ignored = Ignored.tally(result.ignored_by, len(result.files))
         errors = 0
         done = 0
         batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
