@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
@@ -38,6 +39,18 @@ async def _wait_indexed(d: common.Daemon, within: float) -> int:
     await common.wait_serving(d)
     async with Client.connect(d.sock, client_name="index_ab") as c:
         return (await common.wait_scan(c, within, poll=0.2)).indexed_files
+
+
+def free_bytes(db: Path) -> int:
+    """Bytes of the index file on its free list: pages that merges left, counted in the
+    file's size until later writes reuse them."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        (pages,) = conn.execute("PRAGMA freelist_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    finally:
+        conn.close()
+    return int(pages) * int(size)
 
 
 def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[str, Any]:
@@ -72,6 +85,7 @@ def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[
             "peak_sampled_at_s": round(peak_at[0], 1),
             "indexed_files": indexed,
             "index_bytes": sum(disk_bytes(d.state / "index.sqlite3")),
+            "free_bytes": free_bytes(d.state / "index.sqlite3"),
             "load_before_after": [load_before, load()],
             "rss_timeline": [(round(t, 1), round(r)) for t, r in samples[::step]],
         }
@@ -103,7 +117,8 @@ def main() -> int:
             print(
                 f"{name}: wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB"
                 f" (at {r['peak_sampled_at_s']} s), RSS at end {r['rss_end_mb']} MB,"
-                f" {r['indexed_files']} files, index {r['index_bytes'] / 1e6:.0f} MB,"
+                f" {r['indexed_files']} files, index {r['index_bytes'] / 1e6:.0f} MB"
+                f" ({r['free_bytes'] / 1e6:.0f} MB free pages),"
                 f" load {r['load_before_after']}",
                 flush=True,
             )

@@ -9,7 +9,7 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.indexing.documents import insert, prepare
+from kbindex.daemon.indexing.documents import entry, insert, prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import BadQuery, compile_query, parse
@@ -27,7 +27,7 @@ def fts() -> Iterator[sqlite3.Connection]:
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
         doc = prepare(name, loaded)
-        insert(conn, [(rowid, doc.row, doc.exact, doc.grams)])
+        insert(conn, [entry(rowid, doc)])
     yield conn
     conn.close()
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
+from kbindex.daemon.indexing import documents
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
@@ -107,13 +108,15 @@ def index_state(db: Path) -> dict[str, tuple[int, int, str]]:
         exact_rows = {r for (r,) in conn.execute("SELECT rowid FROM docs_exact")}
         assert exact_rows == {r for (r,) in conn.execute("SELECT rowid FROM docs")}
         rows = conn.execute(
-            "SELECT f.relpath, f.size, f.mtime_ns, d.body, f.skip_reason"
-            " FROM files f LEFT JOIN docs d ON d.rowid = f.id"
+            "SELECT f.relpath, f.size, f.mtime_ns, t.body, f.skip_reason"
+            " FROM files f LEFT JOIN texts t ON t.id = f.id"
         ).fetchall()
+        texts = {r for (r,) in conn.execute("SELECT id FROM texts")}
+        assert texts == {r for (r,) in conn.execute("SELECT rowid FROM docs")}
     finally:
         conn.close()
     assert all(skip is None and body is not None for *_, body, skip in rows), rows[:3]
-    return {rel: (size, mtime, body) for rel, size, mtime, body, _ in rows}
+    return {rel: (size, mtime, documents.unpack(body)) for rel, size, mtime, body, _ in rows}
 
 
 def assert_index_equals_disk(d: Daemon) -> None:
@@ -254,19 +257,16 @@ async def test_unwritable_state_dir_fails_fast_with_a_clear_message(
         d.state_dir.chmod(0o700)
 
 
-def _damage_text_pages(db: Path) -> None:
+def _damage_stored_text(db: Path) -> None:
+    # Damage the kept (compressed) bodies, not the b-tree: the middle bytes of each
+    # are overwritten, as a bad sector would, at the same length.
     conn = sqlite3.connect(db)
-    pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'docs_content'")]
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    for rowid, body in conn.execute("SELECT id, body FROM texts").fetchall():
+        middle = len(body) // 2
+        damaged = body[: middle - 2] + b"\xff\xfe\x00\x13" + body[middle + 2 :]
+        conn.execute("UPDATE texts SET body = ? WHERE id = ?", (damaged, rowid))
+    conn.commit()
     conn.close()
-    data = bytearray(db.read_bytes())
-    for page in pages:
-        body = data[(page - 1) * page_size : page * page_size]
-        # Damage stored words, not the b-tree: every 'w1' in the page's text
-        # becomes an invalid UTF-8 byte pair.
-        body = body.replace(b" w1", b" \xff\xfe")
-        data[(page - 1) * page_size : page * page_size] = body
-    db.write_bytes(bytes(data))
 
 
 def _damage_index_segments(db: Path) -> None:
@@ -279,7 +279,7 @@ def _damage_index_segments(db: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [_damage_text_pages, _damage_index_segments])
+@pytest.mark.parametrize("damage", [_damage_stored_text, _damage_index_segments])
 async def test_damage_found_while_serving_rebuilds_in_the_background(
     make_daemon: MakeDaemon, damage: Callable[[Path], None]
 ) -> None:

@@ -68,7 +68,7 @@ def test_candidates_hold_every_file_rg_reports(
         ).lastrowid
         assert rowid is not None
         doc = documents.prepare(path.name, loaded)
-        documents.insert(conn, [(rowid, doc.row, doc.exact, doc.grams)])
+        documents.insert(conn, [documents.entry(rowid, doc)])
     flags = ["--fixed-strings"] + ["--word-regexp"] * word + ["--ignore-case"] * ignore_case
     assert RG is not None
     done = subprocess.run(

@@ -245,7 +245,7 @@ def test_the_index_admits_every_file_with_a_match(
         ).lastrowid
         assert rowid is not None
         doc = documents.prepare(path[3:], loaded)
-        documents.insert(conn, [(rowid, doc.row, doc.exact, doc.grams)])
+        documents.insert(conn, [documents.entry(rowid, doc)])
         if any(compiled.search(line) for line in loaded.text.split("\n")):
             want.add(path)
     query = trigrams.required(pattern, ignore_case=ignore_case)

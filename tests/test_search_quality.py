@@ -282,7 +282,7 @@ def tables() -> Iterator[sqlite3.Connection]:
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
         doc = documents.prepare(f"f{i}.md", loaded)
-        documents.insert(conn, [(i + 1, doc.row, doc.exact, doc.grams)])
+        documents.insert(conn, [documents.entry(i + 1, doc)])
     yield conn
     conn.close()
 

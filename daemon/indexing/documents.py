@@ -1,11 +1,12 @@
-"""Writing one document into the three full-text tables, and taking it out again.
+"""Writing one document into the index's tables, and taking it out again.
 
-``docs`` holds the text, stored once, and its stemmed index; ``docs_exact`` records
-which unstemmed words each document holds, for prefix queries, and ``docs_grams`` its
-trigrams, for grep; neither stores text (see ``schema``). Every write goes through here
-so the three stay in step: a contentless table must be told a row's old words to remove
-them, and ``exact_text`` and ``grams.of_text`` derive them from the text ``docs``
-stores (and the encoding ``files`` records).
+``docs`` holds the stemmed index of each document, ``docs_exact`` which unstemmed words
+it holds, for prefix queries, and ``docs_grams`` its trigrams, for grep; none of the
+three stores text (see ``schema``). ``texts`` keeps the path, title and body they were
+given, the body compressed (``pack``). Every write goes through here so the four stay
+in step: a contentless table must be told a row's old words to remove them, and
+``row_and_words`` and ``grams.of_text`` derive them again from ``texts`` (and the
+encoding ``files`` records).
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
 ``title``, ``body``, ``subwords`` and ``grams`` (see ``tokens``).
@@ -14,15 +15,17 @@ A batch of documents goes to SQLite as one JSON array in one statement (``json_e
 not one statement per document: the writer thread works while the indexer's reader
 thread holds the GIL for long stretches, and every statement must take it back
 (``bench/README.md`` has the figures). Why JSON: one C encode (msgspec) and one parse
-inside SQLite, with the GIL released for the whole batch.
+inside SQLite, with the GIL released for the whole batch. The compressed bodies are
+the exception (JSON has no bytes): ``executemany``, a short step per row.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 import msgspec
 from kbindex.daemon.indexing import grams, tokens
@@ -32,7 +35,9 @@ COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
 STEMMED: Final = "docs"
 EXACT: Final = "docs_exact"
 GRAMS: Final = "docs_grams"
+TEXTS: Final = "texts"
 TABLES: Final = (STEMMED, EXACT, GRAMS)
+"""The full-text tables (``optimize`` merges each)."""
 _NAMES: Final = ", ".join(COLUMNS)
 _FROM_JSON: Final = ", ".join(f"value->>{i}" for i in range(len(COLUMNS) + 1))
 """rowid and the columns, from each ``[rowid, name, title, ...]`` of a JSON array."""
@@ -50,9 +55,42 @@ SQLite's JSON functions took about fifteen times a long row's text to take it ap
 (180 MB for one 8.7 MB header, 56 MB as parameters). Such files are few (264 of a
 kernel's 78,567), so statements of their own add few GIL waits."""
 
+PACK_LEVEL: Final = 1
+"""zlib's fastest level: kernel sources to 0.22 of their size at 160 MB/s; level 6
+gives 0.19 at 63 MB/s, 21 s more of a full index's CPU for 3% of the corpus."""
+
 T = TypeVar("T")
 Row = tuple[str, str, str, str, str]
 """The values of ``COLUMNS`` for one document."""
+
+
+class Entry(NamedTuple):
+    """One document as the tables take it."""
+
+    rowid: int
+    row: Row
+    exact: str
+    """``exact_text`` of ``row``."""
+    grams: str | None
+    """Its trigram tokens; None leaves ``docs_grams`` as it is (a rename)."""
+    packed: bytes
+    """``pack`` of the body, ``row[2]``."""
+
+
+def pack(body: str) -> bytes:
+    """The body as ``texts`` keeps it."""
+    return zlib.compress(body.encode("utf-8"), PACK_LEVEL)
+
+
+class DamagedText(sqlite3.DatabaseError):
+    """A body in ``texts`` that does not unpack: its bytes were damaged on disk."""
+
+
+def unpack(packed: bytes) -> str:
+    try:
+        return zlib.decompress(packed).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError, TypeError) as exc:
+        raise DamagedText(f"stored text does not unpack: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +107,12 @@ class Document:
     row: Row
     exact: str
     grams: str
+
+
+def entry(rowid: int, doc: Document) -> Entry:
+    """``doc`` as the document ``rowid``, its body packed (on the writer's thread:
+    zlib lets go of the GIL, and the PostgreSQL writer keeps text as it is)."""
+    return Entry(rowid, doc.row, doc.exact, doc.grams, pack(doc.row[2]))
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
@@ -149,52 +193,74 @@ def _write(
         conn.execute(sql, (as_json((rowid, *values) for rowid, values in chunk),))
 
 
-def insert(conn: sqlite3.Connection, docs: Sequence[tuple[int, Row, str, str | None]]) -> None:
-    """Add ``(rowid, values, exact_text, grams)`` documents to the tables, a statement
-    per STATEMENT_CHARS of text; none of the rowids may be there yet. ``grams`` None
-    leaves ``docs_grams`` as it is (a rename: the text did not change)."""
+def insert(conn: sqlite3.Connection, docs: Sequence[Entry]) -> None:
+    """Add documents to the tables, a statement per STATEMENT_CHARS of text; none of the
+    rowids may be there yet."""
     stemmed = f"INSERT INTO {STEMMED}(rowid, {_NAMES})"
     _write(
         conn,
         f"{stemmed} SELECT {_FROM_JSON} FROM json_each(?)",
-        [(rowid, row) for rowid, row, _, _ in docs],
+        [(d.rowid, d.row) for d in docs],
         f"{stemmed} VALUES (?{', ?' * len(COLUMNS)})",
     )
     for table, column, values in (
-        (EXACT, "words", [(rowid, (words,)) for rowid, _, words, _ in docs]),
-        (GRAMS, "grams", [(rowid, (g,)) for rowid, _, _, g in docs if g]),
+        (EXACT, "words", [(d.rowid, (d.exact,)) for d in docs]),
+        (GRAMS, "grams", [(d.rowid, (d.grams,)) for d in docs if d.grams]),
     ):
         into = f"INSERT INTO {table}(rowid, {column})"
         _write(conn, f"{into} SELECT {_EXACT_JSON}", values, f"{into} VALUES (?, ?)")
+    conn.executemany(
+        f"INSERT INTO {TEXTS}(id, name, title, body) VALUES (?, ?, ?, ?)",
+        [(d.rowid, d.row[0], d.row[1], d.packed) for d in docs],
+    )
+
+
+class Removed(NamedTuple):
+    rowid: int
+    row: Row
+    packed: bytes
 
 
 def remove(
     conn: sqlite3.Connection, rowids: Sequence[int], *, keep_grams: bool = False
-) -> list[tuple[int, Row]]:
+) -> list[Removed]:
     """Delete these documents from the tables (absent ones are skipped); returns their
-    old values. The contentless tables keep no text: they are told the words to remove,
-    derived from the values ``docs`` stored. ``keep_grams`` leaves ``docs_grams`` as it
-    is (a rename, re-inserted with grams None)."""
+    old values. The contentless tables are told the words to remove, derived again from
+    what ``texts`` kept (the same function of the same values as when they were
+    written). ``keep_grams`` leaves ``docs_grams`` as it is (a rename, re-inserted
+    with grams None)."""
     if not rowids:
         return []
     ids = as_json(rowids)
     old = conn.execute(
-        f"SELECT d.rowid, {', '.join('d.' + c for c in COLUMNS)}, f.encoding FROM {STEMMED} d"
-        f" LEFT JOIN files f ON f.id = d.rowid WHERE d.rowid IN {IN_JSON}",
+        f"SELECT t.id, t.name, t.title, t.body, f.encoding FROM {TEXTS} t"
+        f" LEFT JOIN files f ON f.id = t.id WHERE t.id IN {IN_JSON}",
         (ids,),
     ).fetchall()
-    conn.execute(f"DELETE FROM {STEMMED} WHERE rowid IN {IN_JSON}", (ids,))
-    rows: list[tuple[int, Row]] = [(r[0], (r[1], r[2], r[3], r[4], r[5])) for r in old]
-    delete = "INSERT INTO {0}({0}, rowid, {1}) SELECT 'delete', " + _EXACT_JSON
-    one = "INSERT INTO {0}({0}, rowid, {1}) VALUES ('delete', ?, ?)"
-    words = [(rowid, (exact_text(row),)) for rowid, row in rows]
-    _write(conn, delete.format(EXACT, "words"), words, one.format(EXACT, "words"))
-    if not keep_grams:
-        old_grams = ((r[0], (grams.of_text(r[3], r[6]),)) for r in old)
+    removed: list[Removed] = []
+    words: list[tuple[int, tuple[str]]] = []
+    old_grams: list[tuple[int, tuple[str]]] = []
+    for rowid, name, title, packed, encoding in old:
+        body = unpack(packed)
+        row, exact = row_and_words(name, title, body)
+        removed.append(Removed(rowid, row, packed))
+        words.append((rowid, (exact,)))
+        if not keep_grams and (g := grams.of_text(body, encoding)):
+            old_grams.append((rowid, (g,)))
+    delete = "INSERT INTO {0}({0}, rowid, {1}) SELECT 'delete', {2} FROM json_each(?)"
+    one = "INSERT INTO {0}({0}, rowid, {1}) VALUES ('delete', ?{2})"
+    for table, names, values in (
+        (STEMMED, _NAMES, [(r.rowid, r.row) for r in removed]),
+        (EXACT, "words", words),
+        (GRAMS, "grams", old_grams),
+    ):
+        width = len(values[0][1]) if values else 1
+        from_json = ", ".join(f"value->>{i}" for i in range(width + 1))
         _write(
             conn,
-            delete.format(GRAMS, "grams"),
-            [(rowid, g) for rowid, g in old_grams if g[0]],
-            one.format(GRAMS, "grams"),
+            delete.format(table, names, from_json),
+            values,
+            one.format(table, names, ", ?" * width),
         )
-    return rows
+    conn.execute(f"DELETE FROM {TEXTS} WHERE id IN {IN_JSON}", (ids,))
+    return removed

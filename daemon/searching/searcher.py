@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kbindex.daemon.indexing.documents import EXACT, STEMMED
+from kbindex.daemon.indexing.documents import EXACT, STEMMED, TEXTS, unpack
 from kbindex.daemon.searching import frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
 from kbindex.daemon.storage.index import Counts, File, Hit, SearchResult
@@ -131,8 +131,8 @@ def _search(
 
 def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     hits = []
-    for _id, path, root, relpath, size, mtime_ns, title, body, score in rows:
-        snippet, line = passages.shown(body, needles)
+    for _id, path, root, relpath, size, mtime_ns, title, packed, score in rows:
+        snippet, line = passages.shown(unpack(packed), needles)
         hits.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
         )
@@ -208,10 +208,10 @@ class _Query:
             sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
             return conn.execute(sql, [*args, self.limit]).fetchall()
         sql = f"""
-            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body, s.score
             FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source}
                   ORDER BY score, id LIMIT ?) s
-            JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
+            JOIN {TEXTS} t ON t.id = s.id JOIN files f ON f.id = s.id
             ORDER BY s.score, s.id
         """
         return conn.execute(sql, [*args, self.limit]).fetchall()
@@ -233,10 +233,10 @@ class _Query:
             return [row[:2] for row in rows], rows[0][2] if rows else 0
         sql = f"""
             {scored}
-            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body, s.score,
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body, s.score,
                 s.total
             FROM ({best}) s
-            JOIN {STEMMED} d ON d.rowid = s.id JOIN files f ON f.id = s.id
+            JOIN {TEXTS} t ON t.id = s.id JOIN files f ON f.id = s.id
             ORDER BY s.score, s.id
         """
         rows = conn.execute(sql, [*args, self.limit]).fetchall()

@@ -4,8 +4,11 @@ One SQLite file holds everything:
 
 - ``files``: every file a scan found, indexed or skipped, with what ``stat`` said of it
   when it was read (``scanner.Seen.signature``) and why it was skipped, if it was.
-- ``docs``: the text of each indexed file (stored once) and its stemmed full-text
-  index, one row per ``files`` row (same rowid); columns as in ``documents.COLUMNS``.
+- ``docs``: the stemmed full-text index of each indexed file, one row per ``files``
+  row (same rowid); columns as in ``documents.COLUMNS``. Contentless: it keeps no text.
+- ``texts``: each indexed file's path, title and body as ``docs`` indexed them, the body
+  zlib-compressed (``documents.pack``): for snippets, and for the words a removal must
+  name (a contentless table is told a row's old words to remove them).
 - ``docs_exact``: the same words unstemmed, for prefix queries (porter indexes
   "deprecation" as "deprec", so ``deprecat*`` on ``docs`` would miss it). It is
   contentless and keeps no positions (``detail=none``): it only says which document
@@ -26,7 +29,7 @@ from typing import Final
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
@@ -128,7 +131,49 @@ INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 # documents', so every file is read again (emptying docs_exact takes recreating it:
 # a contentless table cannot be emptied without its rows' words).
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6}
+_V7: Final = f"""
+DELETE FROM files;
+DROP TABLE IF EXISTS {VOCABULARY};
+DROP TABLE IF EXISTS docs_exact;
+DROP TABLE IF EXISTS docs_grams;
+DROP TABLE IF EXISTS texts;
+DROP TABLE docs;
+CREATE VIRTUAL TABLE docs USING fts5(
+    name, title, body, subwords, grams, content='', tokenize='{TOKENIZER}'
+);
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
+CREATE TABLE texts(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    title TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab(docs_exact, 'row');
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+CREATE VIRTUAL TABLE docs_grams USING fts5(
+    grams, content='', detail=none, columnsize=0, tokenize='ascii'
+);
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
+"""
+# v7 stops storing a second copy of every file's text inside ``docs`` (1.37 GB of a
+# kernel tree's index): the text moves to ``texts``, compressed to about a fifth. Every
+# table is made anew and every file read again.
+
+MIGRATIONS: Final[dict[int, str]] = {
+    1: _V1,
+    2: _V2,
+    3: _V3,
+    4: _V4,
+    5: _V5,
+    6: _V6,
+    7: _V7,
+}
 
 
 def create(conn: sqlite3.Connection) -> None:

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kbindex.daemon.indexing.documents import IN_JSON, STEMMED, as_json
+from kbindex.daemon.indexing.documents import IN_JSON, TEXTS, as_json, unpack
 from kbindex.daemon.searching import grep, searcher
 from kbindex.daemon.storage.index import (
     Checked,
@@ -94,11 +94,11 @@ class SqliteIndex(Store):
             return []
         with self.reader() as conn:
             rows = conn.execute(
-                "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, d.title, d.body"
-                f" FROM files f JOIN {STEMMED} d ON d.rowid = f.id WHERE f.id IN {IN_JSON}",
+                "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body"
+                f" FROM files f JOIN {TEXTS} t ON t.id = f.id WHERE f.id IN {IN_JSON}",
                 (as_json(ids),),
             ).fetchall()
-        return [Stored(row[0], File(*row[1:6]), row[6], row[7]) for row in rows]
+        return [Stored(row[0], File(*row[1:6]), row[6], unpack(row[7])) for row in rows]
 
     def allowed(self, path_filter: str) -> list[int]:
         cond, params = searcher.path_condition(path_filter)

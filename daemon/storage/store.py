@@ -49,6 +49,8 @@ def is_damage(exc: BaseException) -> bool:
     opposed to a bad query, a busy lock or a full disk)."""
     if not isinstance(exc, sqlite3.DatabaseError):
         return False
+    if isinstance(exc, documents.DamagedText):
+        return True
     if str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES):
         return True
     # Text whose bytes were damaged: raised by the sqlite3 module while decoding.
@@ -310,14 +312,14 @@ class Store:
                     (new_root, as_json((i, p, p[start:]) for i, p in moved.items())),
                 )
                 # The FTS name column holds the relative path (ranked, and matched by
-                # searches for a file's name): re-indexed from the stored text, never
+                # searches for a file's name): re-indexed from the kept text, never
                 # from the file. Skipped files have no document.
-                renamed: list[tuple[int, documents.Row, str, str | None]] = []
-                for rowid, (_, title, body, *_) in documents.remove(
+                renamed = []
+                for rowid, (_, title, body, *_), packed in documents.remove(
                     conn, list(moved), keep_grams=True
                 ):
                     row, words = documents.row_and_words(moved[rowid][start:], title, body)
-                    renamed.append((rowid, row, words, None))
+                    renamed.append(documents.Entry(rowid, row, words, None, packed))
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
         return len(rows)
@@ -383,9 +385,7 @@ class Store:
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
-            documents.insert(
-                conn, [(ids[p], doc.row, doc.exact, doc.grams) for p, doc in texts.items()]
-            )
+            documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in texts.items()])
             self.unmerged += len(texts)
 
     def indexed_count(self) -> int:
