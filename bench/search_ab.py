@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     manifest = corpus.build(root, args.files, args.mb, args.seed)
     queries = index_bench.make_queries(manifest["queries"], 80, args.seed)
     work = Path(tempfile.mkdtemp(prefix="kbindex-ab-", dir="/tmp"))
-    options = ("--watch", "off", "--scan-interval", "100000")
+    # Meaning off: a build whose venv has the semantic extra would embed in the
+    # background while its searches are timed.
+    options = ("--watch", "off", "--scan-interval", "100000", "--semantic", "off")
     try:
         with contextlib.ExitStack() as daemons:
             for name, exe in zip("ab", (args.a, args.b), strict=True):
