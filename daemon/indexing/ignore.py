@@ -324,6 +324,16 @@ class IgnoreRules:
             return None
         return self._by_patterns(chain, path, is_dir=False)
 
+    def name_decides(self, chain: Chain) -> bool:
+        """Whether, in a directory with this ``chain``, only ``WRITING_MARK`` in a file's
+        name can make ``ignored_file`` skip it: no extension rules, no pattern file, no
+        config pattern. The walk then asks about no other file: on a source tree that is
+        nearly every directory, and one call per file less."""
+        if self.excluded or self.included is not None or chain.files:
+            return False
+        config = self._root_patterns(chain.root)
+        return config.exclude is None and config.include is None
+
     def _by_patterns(self, chain: Chain, path: str, *, is_dir: bool) -> str | None:
         root = chain.root
         config = self._root_patterns(root)
