@@ -91,7 +91,7 @@ IGNORE_FILES: Final = (GITIGNORE, ".ignore", ".rgignore", ".kbignore")
 (their index is ``Patterns.rank``)."""
 GIT_MARKER: Final = ".git"
 """A directory or file (a worktree's, a submodule's) that makes a git work tree."""
-_LOOKED_FOR: Final = (*IGNORE_FILES, GIT_MARKER)
+_LOOKED_FOR: Final = frozenset((*IGNORE_FILES, GIT_MARKER))
 _GITIGNORE_RANK: Final = IGNORE_FILES.index(GITIGNORE)
 _DIR_MARK: Final = "ps_d"
 """The group that ends pathspec's gitignore regexes where a pattern matched a directory
@@ -252,9 +252,10 @@ class IgnoreRules:
         without them, one ``lstat`` looks for ``.git``."""
         if names is None:
             has_git = os.path.lexists(os.path.join(directory, GIT_MARKER))
-            present: Sequence[str] = IGNORE_FILES
+            present: Collection[str] = IGNORE_FILES
         else:
-            present = [n for n in names if n in _LOOKED_FOR]
+            # Set against set: the smaller one (these five names) is what is iterated.
+            present = _LOOKED_FOR.intersection(names)
             has_git = GIT_MARKER in present
         in_git = chain.in_git or has_git
         files = chain.files

@@ -129,7 +129,7 @@ def _walk(
     known: set[Stamp] | None,
 ) -> None:
     root_s = result.root
-    matching = known is not None
+    matching = bool(known)  # an empty index (a first scan) matches nothing
     remove = (known if known is not None else set()).remove
     add = result.stamps.add
     try:
