@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 class Seen(NamedTuple):
-    """A file as listed. A named tuple, not a frozen dataclass: a walk builds one per
-    file, and a frozen dataclass sets each field through ``object.__setattr__``."""
+    """A file as listed, to be read. A named tuple, not a frozen dataclass: a first scan
+    builds one per file, and a frozen dataclass sets each field through
+    ``object.__setattr__``."""
 
     path: str
     root: str
@@ -52,9 +53,9 @@ class Seen(NamedTuple):
 
 Stamp = tuple[str, int, int, int, int, int]
 """A file as listed: (path, size, mtime_ns, ctime_ns, ino, dev), the order of the rows
-``Index.known`` returns. A plain tuple, so a rescan compares a whole tree with the index
-as a difference of two sets, in C: no Python object or call per unchanged file. The
-last five are ``Seen.signature``."""
+``Index.known`` returns. A plain tuple, hashed and compared in C: an unchanged file
+costs a rescan this tuple and a set lookup, no other Python object or call. The last
+five are ``Seen.signature``."""
 
 _INO_MASK: Final = 0x7FFF_FFFF_FFFF_FFFF
 """An inode number can use all 64 bits; SQLite keeps signed ones."""
