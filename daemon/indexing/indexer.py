@@ -26,9 +26,9 @@ import anyio.to_thread
 from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
-from kbindex.daemon.indexing.scanner import Seen, Walk, walk
+from kbindex.daemon.indexing.scanner import Seen, Stamp, Walk, walk
 from kbindex.daemon.roots import Located, Roots
-from kbindex.daemon.storage.index import Index, Known, Update
+from kbindex.daemon.storage.index import Index, Update
 
 log = logging.getLogger(__name__)
 
@@ -168,40 +168,28 @@ class Indexer:
         )
         # In an index several daemons share, a root is written by one of them at a time.
         await self._write(self.index.claim, [str(t.root) for t in targets])
-        seen: dict[str, Seen] = {}
-        unlisted: list[str] = []
         prefixes = None if scope is None else [str(t.path) for t in targets]
-        known: dict[str, Known] = {}
-
-        async def read_known() -> None:
-            nonlocal known
-            known = await self._write(self.index.known, prefixes)
-
-        # The index's metadata is read on the writer thread while another thread walks:
-        # both spend much of their time in system calls or SQLite, without the GIL, and
-        # nothing writes meanwhile (this refresh holds the job lock).
+        # The collector is off while a scan makes and drops a tuple per file (160,000 on
+        # a kernel tree, none in a cycle): it would walk them all several times.
         with _collector_paused():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(read_known)
-                # One worker thread walks every target: a burst brings thousands of scopes.
-                results = await anyio.to_thread.run_sync(self._walk_all, targets)
+            # Read before the walk, which compares each file with it as it lists it. (The
+            # two once ran at once, but they share the GIL: that saved less than the
+            # comparison afterwards cost.)
+            known = await self._write(self.index.known, prefixes, self.max_file_bytes)
+            # One worker thread walks every target: a burst brings thousands of scopes.
+            results = await anyio.to_thread.run_sync(
+                self._walk_all, targets, None if full else known
+            )
+            changed, removed = _compare(results, known, full)
+            listed = [r.listed for r in results]
+            # Freed before the collector runs again: what was made while it was off sits
+            # in its youngest generation, which the first collection walks.
+            del known
+            for r in results:
+                r.stamps.clear()
         for result in results:
-            seen.update(result.files)
-            unlisted += [p for p, _ in result.problems]
             for path, reason in result.problems:
                 self.health.error(path, f"cannot list directory: {reason}")
-        changed = [
-            s
-            for path, s in seen.items()
-            if full
-            or (k := known.get(path)) is None
-            or k.signature != s.signature
-            or self._cap_decides_otherwise(k, s)
-        ]
-        # A directory that could not be listed says nothing about its files: keep them.
-        removed = [
-            p for p in known if p not in seen and not any(p.startswith(u + "/") for u in unlisted)
-        ]
         total = len(changed)
         progress = Progress("indexing", 0, total, time.time())
         self.health.progress = progress
@@ -210,13 +198,13 @@ class Indexer:
         if removed:
             await self._write(self.index.apply, [], removed)
         # After the removals: a root that status calls missing holds no files.
-        for target, result in zip(targets, results, strict=True):
+        for target, result, count in zip(targets, results, listed, strict=True):
             if target.path == target.root:
                 root_health = self.health.root(str(target.root))
                 root_health.state = "missing" if result.root_missing else "ok"
                 root_health.detail = "root directory does not exist" if result.root_missing else ""
                 root_health.last_scan_at = time.time()
-                root_health.ignored = Ignored.tally(result.ignored_by, len(result.files))
+                root_health.ignored = Ignored.tally(result.ignored_by, count)
         errors = 0
         done = 0
         batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
@@ -241,7 +229,8 @@ class Indexer:
                     if isinstance(o, textfile.Skipped)
                     and o.reason == textfile.SkipReason.UNREADABLE
                 )
-                await self._write(self.index.apply, updates, [p for p in vanished if p in known])
+                # Files deleted since the walk: the index drops the rows it has of them.
+                await self._write(self.index.apply, updates, vanished)
                 self.health.files_read += len(updates)
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
@@ -254,31 +243,24 @@ class Indexer:
             # What this refresh wrote is in the database file when it returns, not
             # moments later (a no-change refresh right after then sees a still file).
             await self._write(self.index.settle)
-        outcome = Outcome(len(seen), total, len(removed), errors, time.monotonic() - started)
-        self._report_roots(targets, seen, changed, removed, outcome.seconds)
+        outcome = Outcome(sum(listed), total, len(removed), errors, time.monotonic() - started)
+        self._report_roots(targets, listed, changed, removed, outcome.seconds)
         return outcome
 
-    def _cap_decides_otherwise(self, known: Known, seen: Seen) -> bool:
-        """Whether the size cap now decides this unchanged file the other way: skipped for
-        size but under the cap now, or indexed but over it (the cap changed since)."""
-        if known.skip_reason == textfile.SkipReason.TOO_LARGE:
-            return seen.size <= self.max_file_bytes
-        return known.skip_reason is None and seen.size > self.max_file_bytes
-
-    def _walk_all(self, targets: Sequence[Located]) -> list[Walk]:
+    def _walk_all(self, targets: Sequence[Located], known: set[Stamp] | None) -> list[Walk]:
         memo: dict[str, Chain | str] = {}
-        return [walk(t.root, t.path, self.rules, memo) for t in targets]
+        return [walk(t.root, t.path, self.rules, memo, known) for t in targets]
 
     def _report_roots(
         self,
         targets: Sequence[Located],
-        seen: dict[str, Seen],
+        listed: Sequence[int],
         changed: list[Seen],
         removed: list[str],
         seconds: float,
     ) -> None:
         """For every whole root refreshed: what this reconcile found, for status."""
-        for target in targets:
+        for target, count in zip(targets, listed, strict=True):
             if target.path != target.root:
                 continue
             root = str(target.root)
@@ -286,7 +268,7 @@ class Indexer:
             self.health.root(root).last_reconcile = Reconciled(
                 at=time.time(),
                 seconds=round(seconds, 4),
-                files_seen=sum(1 for s in seen.values() if s.root == root),
+                files_seen=count,
                 changed=sum(1 for s in changed if s.root == root),
                 removed=sum(1 for p in removed if p.startswith(prefix)),
             )
@@ -355,6 +337,25 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _compare(
+    results: Sequence[Walk], known: set[Stamp], full: bool
+) -> tuple[list[Seen], list[str]]:
+    """The files to read and the paths to remove, after ``results`` were walked with
+    ``known`` (then it holds only the rows of files changed or gone) or, when ``full``,
+    without it (every file is read)."""
+    unmatched = known - set().union(*(r.stamps for r in results)) if full else known
+    fresh: dict[str, Seen] = {}  # by path: a later scope's listing wins
+    for result in results:
+        fresh.update((s[0], result.seen(s)) for s in result.stamps)
+    # A row whose path was listed is a changed file; the others are gone, except under a
+    # directory that could not be listed, which says nothing of its files.
+    unlisted = [p + "/" for r in results for p, _ in r.problems]
+    removed = [
+        p for p, *_ in unmatched if p not in fresh and not any(p.startswith(u) for u in unlisted)
+    ]
+    return list(fresh.values()), removed
 
 
 def _batches(items: list[Seen]) -> list[list[Seen]]:

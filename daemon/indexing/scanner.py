@@ -20,17 +20,18 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
-from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing.ignore import WRITING_MARK, Chain, IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path
 
 log = logging.getLogger(__name__)
 
 
 class Seen(NamedTuple):
-    """A file as listed. A named tuple, not a frozen dataclass: a walk builds one per
-    file, and a frozen dataclass sets each field through ``object.__setattr__``."""
+    """A file as listed, to be read. A named tuple, not a frozen dataclass: a first scan
+    builds one per file, and a frozen dataclass sets each field through
+    ``object.__setattr__``."""
 
     path: str
     root: str
@@ -50,56 +51,115 @@ class Seen(NamedTuple):
         return self[3:8]
 
 
+Stamp = tuple[str, int, int, int, int, int]
+"""A file as listed: (path, size, mtime_ns, ctime_ns, ino, dev), the order of the rows
+``Index.known`` returns. A plain tuple, hashed and compared in C: an unchanged file
+costs a rescan this tuple and a set lookup, no other Python object or call. The last
+five are ``Seen.signature``."""
+
+_INO_MASK: Final = 0x7FFF_FFFF_FFFF_FFFF
+"""An inode number can use all 64 bits; SQLite keeps signed ones."""
+
+
 @dataclass(slots=True)
 class Walk:
     """The result of walking one scope (a root, a directory or a file)."""
 
-    files: dict[str, Seen] = field(default_factory=dict)
+    root: str
+    stamps: set[Stamp] = field(default_factory=set)
+    """Every eligible file, listed and stat-ed; only those not in ``known`` when the
+    walk was given it."""
+    matched: int = 0
+    """Files listed whose stamp was in ``known`` (taken out of it, not kept)."""
     problems: list[tuple[str, str]] = field(default_factory=list)
     """(path, reason) for directories that could not be listed."""
     root_missing: bool = False
     ignored: str = ""
-    """Why the scope itself is ignored (then ``files`` is empty)."""
+    """Why the scope itself is ignored (then ``stamps`` is empty)."""
     ignored_by: dict[str, int] = field(default_factory=dict)
     """Files and directories the walk met and skipped by an ignore rule, counted by
     the reason (the rule and where it is written): what status warns about when a
     root's rules skip nearly everything."""
 
+    @property
+    def listed(self) -> int:
+        """Files listed: kept in ``stamps`` or matched."""
+        return len(self.stamps) + self.matched
+
+    def seen(self, stamp: Stamp) -> Seen:
+        """The ``Seen`` of one of ``stamps``: built only for the files a refresh reads."""
+        path = stamp[0]
+        return Seen(path, self.root, path[len(self.root) + 1 :], *stamp[1:])
+
+    @property
+    def files(self) -> dict[str, Seen]:
+        """The files of ``stamps`` by path."""
+        return {s[0]: self.seen(s) for s in self.stamps}
+
 
 def walk(
-    root: Path, start: Path, rules: IgnoreRules, memo: dict[str, Chain | str] | None = None
+    root: Path,
+    start: Path,
+    rules: IgnoreRules,
+    memo: dict[str, Chain | str] | None = None,
+    known: set[Stamp] | None = None,
 ) -> Walk:
     """Walk ``start`` (``root`` itself or a path inside it) and stat every eligible file.
     ``memo`` caches the ignore rules of directories between the scopes of one refresh.
     A directory ``start`` is a real path (``Roots`` resolves them), so every directory
-    met below it, never through a symlink, is one too."""
-    result = Walk()
-    root_s = str(root)
-    prefix_len = len(root_s) + 1
+    met below it, never through a symlink, is one too.
+
+    ``known`` (what the index holds, ``Index.known``): a file whose stamp is in it is
+    unchanged, taken out of it and only counted; what is left in ``known`` afterwards
+    are the rows of files changed or gone. Compared as each file is listed, while its
+    stamp is fresh in the CPU's cache: a kernel tree's 78,000 stamps compared as two
+    sets afterwards cost a quarter of the whole rescan's CPU time (in cache misses)."""
+    result = Walk(str(root))
+    before = len(known) if known is not None else 0
+    _walk(result, start, rules, memo, known)
+    if known is not None:
+        result.matched = before - len(known)
+    return result
+
+
+def _walk(
+    result: Walk,
+    start: Path,
+    rules: IgnoreRules,
+    memo: dict[str, Chain | str] | None,
+    known: set[Stamp] | None,
+) -> None:
+    root_s = result.root
+    matching = bool(known)  # an empty index (a first scan) matches nothing
+    remove = (known if known is not None else set()).remove
+    add = result.stamps.add
     try:
         st = os.stat(start, follow_symlinks=False)
     except FileNotFoundError:
-        result.root_missing = start == root
-        return result
+        result.root_missing = str(start) == root_s
+        return
     except OSError as exc:
         result.problems.append((display_path(str(start)), exc.strerror or str(exc)))
-        return result
+        return
     is_dir = stat.S_ISDIR(st.st_mode)
     context = rules.context(root_s, str(start) if is_dir else str(start.parent), memo)
     if isinstance(context, str):
         result.ignored = context
-        return result
+        return
     if not is_dir:
         reason = rules.ignored_file(start.name, str(start), context)
-        seen = _seen_file(root_s, str(start), st, prefix_len) if reason is None else None
-        if seen is not None:
-            result.files[seen.path] = seen
-        return result
+        found = _stamp(str(start), st) if reason is None else None
+        if found is not None and known is not None and found in known:
+            known.remove(found)
+        elif found is not None:
+            add(found)
+        return
 
     # (directory, chain, entered): a directory's marker files are looked for, and its
     # own pattern files added to the chain, once it is listed, so no extra stat is
     # spent on directories without them.
     stack: list[tuple[str, Chain, bool]] = [(str(start), context, True)]
+    ignored_by = result.ignored_by
     while stack:
         directory, chain, entered = stack.pop()
         try:
@@ -110,7 +170,6 @@ def walk(
             result.problems.append((display_path(directory), exc.strerror or str(exc)))
             log.warning("cannot list %r: %s", display_path(directory), exc.strerror or exc)
             continue
-        ignored_by = result.ignored_by
         if not entered:
             names = {e.name for e in entries}
             reason = rules.marked(directory, names)
@@ -118,30 +177,48 @@ def walk(
                 ignored_by[reason] = ignored_by.get(reason, 0) + 1
                 continue
             chain = rules.enter(chain, directory, names)
+        # Most directories of a tree have no rule that could skip one of their files
+        # by more than its name: then the rules are not asked about each file.
+        by_name = rules.name_decides(chain)
+        plain_dir = directory.isascii()
         for entry in entries:
+            name = entry.name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    reason = rules.ignored_dir(entry.path, entry.name, chain, walking=True)
+                    reason = rules.ignored_dir(entry.path, name, chain, walking=True)
                     if reason is None:
                         stack.append((entry.path, chain, False))
                     else:
                         ignored_by[reason] = ignored_by.get(reason, 0) + 1
                     continue
                 # Decided before the stat: an ignored file costs no system call.
-                reason = rules.ignored_file(entry.name, entry.path, chain)
-                if reason is not None:
-                    ignored_by[reason] = ignored_by.get(reason, 0) + 1
-                    continue
+                if not by_name or WRITING_MARK in name:
+                    reason = rules.ignored_file(name, entry.path, chain)
+                    if reason is not None:
+                        ignored_by[reason] = ignored_by.get(reason, 0) + 1
+                        continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue  # vanished between listing and stat
-            seen = _seen_file(root_s, entry.path, st, prefix_len)
-            if seen is not None:
-                result.files[seen.path] = seen
-    return result
+            if stat.S_ISREG(st.st_mode) and plain_dir and name.isascii():
+                # The usual file, inlined: an ASCII name is its own display path.
+                ino = st.st_ino & _INO_MASK
+                found = (entry.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, ino, st.st_dev)
+            else:
+                found_or_none = _stamp(entry.path, st)
+                if found_or_none is None:
+                    continue
+                found = found_or_none
+            if matching:
+                try:
+                    remove(found)
+                    continue
+                except KeyError:
+                    pass
+            add(found)
 
 
-def _seen_file(root: str, path: str, st: os.stat_result, prefix_len: int) -> Seen | None:
+def _stamp(path: str, st: os.stat_result) -> Stamp | None:
     """The file at ``path`` as listed, or None for a symlink or a directory; the
     caller has applied the ignore rules."""
     if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
@@ -158,8 +235,4 @@ def _seen_file(root: str, path: str, st: os.stat_result, prefix_len: int) -> See
     # FIFOs, sockets and devices are listed with size 0 and recorded as skipped by
     # textfile.load, which never opens them.
     size = st.st_size if stat.S_ISREG(st.st_mode) else 0
-    # An inode number can use all 64 bits; SQLite keeps signed ones.
-    ino = st.st_ino & 0x7FFF_FFFF_FFFF_FFFF
-    return Seen(
-        shown, root, shown[prefix_len:], size, st.st_mtime_ns, st.st_ctime_ns, ino, st.st_dev
-    )
+    return (shown, size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino & _INO_MASK, st.st_dev)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.textfile import Loaded
+from kbindex.daemon.indexing.scanner import Stamp
+from kbindex.daemon.indexing.textfile import Loaded, SkipReason
 from kbindex.daemon.postgres import reads, schema
 from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
 from kbindex.daemon.searching.grep import Candidates
@@ -37,7 +38,6 @@ from kbindex.daemon.storage.index import (
     Failure,
     File,
     IndexRefused,
-    Known,
     SearchResult,
     Stored,
     Update,
@@ -192,24 +192,27 @@ class PgIndex:
 
     # ---------------------------------------------------------------- writes
 
-    def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
+    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
         sql = (
-            "SELECT path, id, size, mtime_ns, ctime_ns, ino, dev, skip_reason FROM kb_files"
-            " WHERE machine = %s"
+            "SELECT path, CASE WHEN (skip_reason IS NULL AND size > %(cap)s)"
+            " OR (skip_reason = %(too_large)s AND size <= %(cap)s) THEN -1 ELSE size END,"
+            " mtime_ns, ctime_ns, ino, dev FROM kb_files WHERE machine = %(machine)s"
         )
+        params = {"cap": max_file_bytes, "too_large": SkipReason.TOO_LARGE, "machine": self.machine}
         conn = self._conn()
         rows = []
         if prefixes is None:
-            rows = conn.execute(sql, (self.machine,)).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         else:
             for prefix in prefixes:
                 rows += conn.execute(
-                    f"{sql} AND (path = %s OR starts_with(path, %s))",
-                    (self.machine, prefix, prefix + "/"),
+                    f"{sql} AND (path = %(p)s OR starts_with(path, %(under)s))",
+                    {**params, "p": prefix, "under": prefix + "/"},
                 ).fetchall()
+        # Inode and device numbers are stored signed (bigint), the scan's are not.
         return {
-            path: Known(file_id, size, mtime, ctime, ino % _U64, dev % _U64, reason)
-            for path, file_id, size, mtime, ctime, ino, dev, reason in rows
+            (path, size, mtime, ctime, ino % _U64, dev % _U64)
+            for path, size, mtime, ctime, ino, dev in rows
         }
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:

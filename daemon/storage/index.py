@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.indexing.scanner import Seen, Stamp
 from kbindex.daemon.indexing.textfile import Loaded, Skipped
 
 if TYPE_CHECKING:
@@ -36,24 +36,6 @@ cannot be reached for now (a database server restarting); retry later."""
 class IndexRefused(Exception):
     """The index cannot be used by this daemon at all (a shared database written by a
     newer kbindexd): restarting would not help."""
-
-
-class Known(NamedTuple):
-    """A file as the index last recorded it. A named tuple, not a frozen dataclass:
-    every reconcile builds one per indexed file (see ``scanner.Seen``)."""
-
-    id: int
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    dev: int
-    skip_reason: str | None
-
-    @property
-    def signature(self) -> tuple[int, int, int, int, int]:
-        """As ``Seen.signature``, for the file as it was when indexed."""
-        return self[1:6]
 
 
 Update = tuple[Seen, documents.Document | Loaded | Skipped]
@@ -206,8 +188,12 @@ class Index(Protocol):
         while another daemon writes one of them (a shared index)."""
         ...
 
-    def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
-        """Every file this daemon indexed, or those under the given absolute prefixes."""
+    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
+        """The stamp of every file this daemon indexed (or skipped), or of those under
+        the given absolute prefixes, as the scan compares it with the files: a file
+        whose recorded decision the size cap ``max_file_bytes`` now reverses (skipped as
+        too large but under it, or indexed but over it) has size -1, so its stamp
+        matches no file and the file is read again."""
         ...
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:

@@ -24,9 +24,11 @@ from typing import Final
 
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
+from kbindex.daemon.indexing.scanner import Stamp
+from kbindex.daemon.indexing.textfile import SkipReason
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
-from kbindex.daemon.storage.index import Known, Update, recorded
+from kbindex.daemon.storage.index import Update, recorded
 from kbindex.daemon.storage.readers import Readers, connect
 
 log = logging.getLogger(__name__)
@@ -267,20 +269,23 @@ class Store:
 
     # ------------------------------------------------------------ writer side
 
-    def known(self, prefixes: Sequence[str] | None) -> dict[str, Known]:
-        """Metadata of every known file, or of those under the given absolute prefixes."""
+    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
+        """See ``Index.known``. The rows become the set straight from the cursor, and
+        the size cap is applied by SQLite: no Python code runs per file."""
         conn = self.writer
-        sql = "SELECT path, id, size, mtime_ns, ctime_ns, ino, dev, skip_reason FROM files"
-        rows: list[tuple[str, int, int, int, int, int, int, str | None]] = []
+        sql = (
+            "SELECT path, CASE WHEN (skip_reason IS NULL AND size > ?1)"
+            " OR (skip_reason = ?2 AND size <= ?1) THEN -1 ELSE size END,"
+            " mtime_ns, ctime_ns, ino, dev FROM files"
+        )
+        cap = (max_file_bytes, SkipReason.TOO_LARGE)
         if prefixes is None:
-            rows = conn.execute(sql).fetchall()
-        else:
-            for prefix in prefixes:
-                rows += conn.execute(f"{sql} WHERE {_UNDER}", _under(prefix)).fetchall()
-        return {
-            path: Known(file_id, size, mtime, ctime, ino, dev, reason)
-            for path, file_id, size, mtime, ctime, ino, dev, reason in rows
-        }
+            return set(conn.execute(sql, cap))
+        stamps: set[Stamp] = set()
+        for prefix in prefixes:
+            # _UNDER's parameters come after ?1 and ?2: SQLite numbers them 3 to 5.
+            stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*cap, *_under(prefix))))
+        return stamps
 
     def move(self, old: str, new: str, new_root: str) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
