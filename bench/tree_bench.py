@@ -54,7 +54,6 @@ import bare
 import common
 import report
 from index_bench import warm_cache
-from kbindex.daemon.indexing.documents import unpack
 from kbindex.daemon.searching.query import compile_query, render
 from kbindex.daemon.searching.searcher import search
 from kbindex.daemon.storage.schema import VOCABULARY
@@ -164,22 +163,13 @@ def written(conn: sqlite3.Connection, words: list[str], rng: random.Random, n: i
     nobody types and rg never finds."""
     found = []
     for word in rng.sample(words, min(20 * n, len(words))):
-        body = first_body(conn, word)
-        if body and re.search(rf"\b{word}\b", body, re.IGNORECASE):
+        row = conn.execute("SELECT body FROM docs WHERE docs MATCH ? LIMIT 1", (f'"{word}"',))
+        body = row.fetchone()
+        if body and re.search(rf"\b{word}\b", body[0], re.IGNORECASE):
             found.append(word)
             if len(found) == n:
                 break
     return found
-
-
-def first_body(conn: sqlite3.Connection, word: str) -> str | None:
-    """The text of the first document (by rowid) holding ``word``."""
-    row = conn.execute(
-        "SELECT t.body FROM docs d JOIN texts t ON t.id = d.rowid WHERE docs MATCH ?"
-        " ORDER BY d.rowid LIMIT 1",
-        (f'"{word}"',),
-    ).fetchone()
-    return unpack(row[0]) if row else None
 
 
 def phrase_from(conn: sqlite3.Connection, middle: list[str], rng: random.Random) -> str:
@@ -187,8 +177,10 @@ def phrase_from(conn: sqlite3.Connection, middle: list[str], rng: random.Random)
     middle frequency if such a pair is there."""
     known = set(middle)
     for word in rng.sample(middle, min(20, len(middle))):
-        body = first_body(conn, word)
-        pairs = re.findall(r"\b([A-Za-z]{4,})[ \t]+(?=([A-Za-z]{4,})\b)", body or "")
+        row = conn.execute(
+            "SELECT body FROM docs WHERE docs MATCH ? ORDER BY rowid LIMIT 1", (f'"{word}"',)
+        ).fetchone()
+        pairs = re.findall(r"\b([A-Za-z]{4,})[ \t]+(?=([A-Za-z]{4,})\b)", row[0] if row else "")
         for a, b in pairs:
             if a.lower() in known and b.lower() in known:
                 return f"{a.lower()} {b.lower()}"

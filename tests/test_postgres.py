@@ -6,6 +6,7 @@ holds what only a shared index has."""
 from __future__ import annotations
 
 import hashlib
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -310,3 +311,19 @@ def test_settings_that_cannot_work_are_refused_at_start(tmp_path: Path) -> None:
     assert no_dsn.returncode == 2 and "needs a connection string" in no_dsn.stderr
     no_roots = start("--no-roots")
     assert no_roots.returncode == 2 and "use it with --backend postgres" in no_roots.stderr
+
+
+def test_idf_is_fts5s_even_when_a_word_counts_more_documents_than_the_index(
+    pg_dsn: str,
+) -> None:
+    """The document count is read before a word's postings: while the index grows, a word
+    can count more documents than the count said. FTS5's idf is then 1e-6; ln() of a
+    negative ratio had failed the whole search (InvalidArgumentForLogarithm, seen in CI)."""
+    from kbindex.daemon.postgres.reads import IDF
+
+    with psycopg.connect(pg_dsn) as conn:
+        idf = f"SELECT {IDF.format(n='%s::float8')}"
+        for total, holding in ((5, 10), (10, 10), (10, 9)):
+            assert conn.execute(idf, (total, holding, holding)).fetchone() == (1e-6,)
+        rare = conn.execute(idf, (1000, 1, 1)).fetchone()
+        assert rare is not None and abs(rare[0] - math.log((1000 - 1 + 0.5) / 1.5)) < 1e-9

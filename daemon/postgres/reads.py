@@ -99,6 +99,12 @@ def search(
     return [row[:-1] for row in rows], total, mode
 
 
+IDF: Final = "greatest(ln(greatest((%s - {n} + 0.5) / ({n} + 0.5), 1)), 1e-6)"
+"""FTS5's idf (1e-6 where the log is not positive). The inner greatest keeps ln() from
+failing where the document count, read before the postings, is below a word's count:
+the index grew in between (a PostgreSQL error, not a NaN)."""
+
+
 def _ranked(
     conn: Connection,
     expr: tsquery.Expr,
@@ -117,7 +123,7 @@ def _ranked(
     sql = f"""
         WITH q AS MATERIALIZED (SELECT {columns}),
         terms AS MATERIALIZED (
-            SELECT p.lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+            SELECT p.lexeme, {IDF.format(n="count(*)")} AS idf
             FROM kb_postings p
             WHERE p.lexeme = ANY(
                 tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
