@@ -56,8 +56,8 @@ SQLite's JSON functions took about fifteen times a long row's text to take it ap
 kernel's 78,567), so statements of their own add few GIL waits."""
 
 PACK_LEVEL: Final = 1
-"""zlib's fastest level: kernel sources to 0.22 of their size at 160 MB/s; level 6
-gives 0.19 at 63 MB/s, 21 s more of a full index's CPU for 3% of the corpus."""
+"""zlib's fastest level: the default level packs source code about a sixth smaller for
+two and a half times the CPU (``bench/README.md``, issue 17, session 13)."""
 
 T = TypeVar("T")
 Row = tuple[str, str, str, str, str]
@@ -216,6 +216,8 @@ def insert(conn: sqlite3.Connection, docs: Sequence[Entry]) -> None:
 
 
 class Removed(NamedTuple):
+    """A document taken out: its values, and its body as ``texts`` kept it."""
+
     rowid: int
     row: Row
     packed: bytes

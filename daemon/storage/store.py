@@ -132,6 +132,7 @@ class Store:
                     f" ({schema.SCHEMA_VERSION})"
                 )
             schema.migrate(conn)
+            _reclaimable(conn)
             # quick_check checks structure, not text: a damaged byte inside a path
             # would fail every status request later. Decoding them all now is cheap
             # (about 50 ms per 100,000 files).
@@ -234,9 +235,27 @@ class Store:
             with self._transaction():
                 for table in documents.TABLES:
                     self.writer.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            self._release_free_pages()
         finally:
             self.unmerged = 0
         self.checkpoint()  # the merged segments would otherwise stay in the WAL
+
+    def _release_free_pages(self) -> None:
+        """Give the file's free pages back to the file system. A merge leaves the old
+        segments' pages free (50-110 MB of a kernel tree's first index); later writes
+        would reuse them, but until then the file counts them as index."""
+        conn = self.writer
+        self.checkpoints.before_write(conn)
+        try:
+            # executescript steps the pragma to its end; execute() frees one page.
+            conn.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
+        except BaseException:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
+        self.writes += 1
+        self.checkpoints.wrote()
 
     def close(self) -> None:
         # The background checkpoint and the readers first: only the last connection
@@ -416,6 +435,18 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
             with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
         raise
+
+
+def _reclaimable(conn: sqlite3.Connection) -> None:
+    """Make an empty index one whose free pages can be released (``auto_vacuum =
+    INCREMENTAL``, see ``_release_free_pages``): the mode can change only by rewriting
+    the file, which costs nothing while it holds no file (a new index, or one a
+    migration has just emptied: the rewrite also drops what the migration freed)."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+        return
+    if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
 
 
 def disk_bytes(db_path: Path) -> tuple[int, int]:
