@@ -6,6 +6,7 @@ holds what only a shared index has."""
 from __future__ import annotations
 
 import hashlib
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -310,3 +311,77 @@ def test_settings_that_cannot_work_are_refused_at_start(tmp_path: Path) -> None:
     assert no_dsn.returncode == 2 and "needs a connection string" in no_dsn.stderr
     no_roots = start("--no-roots")
     assert no_roots.returncode == 2 and "use it with --backend postgres" in no_roots.stderr
+
+
+FILLER = str.split(
+    "lomet barvin cusk delph ernow fipple gandor hosk ilvar jemby kestrin lupo morvat nandle"
+    " oskel pribb quendle rusko sapple tivvy umbral vostok wendle yarrow zumble"
+)
+
+
+def _filler(rng: random.Random, n: int, vocabulary: list[str] = FILLER) -> list[str]:
+    return [rng.choice(vocabulary) for _ in range(n)]
+
+
+def _past_the_limits(root: Path) -> None:
+    """Documents whose ``tsvector`` loses positions (a word past 255 of them, words past
+    position 16,383), next to ordinary ones."""
+    rng = random.Random(21)
+    common = _filler(rng, 2000)
+    common[::5] = ["zork"] * 400  # "zork" 400 times; "zork plim" only after the 300th
+    write(root / "common.txt", " ".join([*common, "zork plim", *_filler(rng, 20)]) + "\n")
+    write(root / "short.txt", "a short note on zork plim and venzal\n")
+    long = _filler(rng, 20_000, FILLER[:12])  # few distinct words: each past 255 positions
+    long[16_360:16_400] = ["venzal"] * 40  # ends where positions stop (16,383)...
+    long[19_000] = "rair"  # ...so "venzal rair" would look adjacent there
+    long[17_000:17_002] = ["quux", "blarg"]  # a phrase past position 16,383
+    long[::97] = ["zork"] * len(long[::97])
+    long[1000:4000:1000] = ["wembly"] * 3  # counted in a length capped by its words
+    mid = _filler(rng, 3000)  # each word fewer than 255 times: no limit
+    mid[500:1500:500] = ["wembly"] * 2
+    write(root / "mid.txt", " ".join(mid) + "\n")
+    write(root / "long.txt", " ".join(long) + "\n")
+    some = _filler(rng, 300)
+    some[::6] = ["zork"] * len(some[::6])
+    write(root / "some.txt", " ".join([*some, "quux", "blarg"]) + "\n")
+    for i in range(12):  # documents without the query's words: its words' idf stays > 0
+        write(root / f"filler-{i}.txt", " ".join(_filler(rng, 200 + 50 * i)) + "\n")
+
+
+async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
+    pg: Any, tmp_path: Path, sockdir: Path
+) -> None:
+    root = tmp_path / "notes"
+    _past_the_limits(root)
+    (tmp_path / "lite").mkdir()
+    lite = Daemon(tmp_path / "lite", sockdir, [root])
+    shared_index = pg("big", root)
+    queries = [
+        '"zork plim"',  # past the 255th "zork" in common.txt
+        '"quux blarg"',  # past position 16,383 in long.txt
+        '"venzal rair"',  # apart in long.txt, adjacent once positions stop
+        '"venzal venzal" -"quux blarg"',
+        '"zork plim" note',
+        'zork "quux blarg"',
+        "zork",  # ranked by frequencies counted in full, as SQLite counts them
+        "venzal",
+        "wembly",  # in long.txt's full length, mid.txt ranks first
+    ]
+    found = {}
+    try:
+        for d in (lite, shared_index):
+            await d.start()
+            async with d.client() as c:
+                for q in queries:
+                    r = await c.search(q, limit=100)
+                    found[d, q] = (r.total_hits, [h.relpath for h in r.hits])
+    finally:
+        lite.stop()
+    # (total, paths best first) on SQLite and on PostgreSQL, for each query that differs
+    differ = {q: (found[lite, q], found[shared_index, q]) for q in queries}
+    assert {q: pair for q, pair in differ.items() if pair[0] != pair[1]} == {}
+    assert sorted(found[lite, '"zork plim"'][1]) == ["common.txt", "short.txt"]
+    assert found[lite, '"quux blarg"'][0] == 2
+    assert found[lite, '"venzal rair"'] == (0, [])
+    assert found[lite, "zork"][0] == 4
+    assert found[lite, "wembly"] == (2, ["mid.txt", "long.txt"])

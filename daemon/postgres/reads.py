@@ -110,12 +110,20 @@ def _ranked(
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
-    columns, params, where = tsquery.condition(expr)
+    found = tsquery.condition(expr)
     cond, path_params = path_condition(path_filter)
     # Every document has its files row: joined only to filter by path.
     joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
+    matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
+    if found.limited is not None:
+        # A phrase: documents whose ``words`` lost positions are matched apart (``limits``).
+        matched += (
+            f" UNION ALL SELECT d.id FROM kb_docs d{joined}"
+            f" WHERE d.limited AND {found.limited} AND {cond}"
+        )
+        path_params = [*path_params, *path_params]
     sql = f"""
-        WITH q AS MATERIALIZED (SELECT {columns}),
+        WITH q AS MATERIALIZED (SELECT {found.columns}),
         terms AS MATERIALIZED (
             SELECT p.lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
             FROM kb_postings p
@@ -124,9 +132,7 @@ def _ranked(
             )
             GROUP BY p.lexeme
         ),
-        matched AS MATERIALIZED (
-            SELECT d.id FROM kb_docs d{joined} WHERE {where} AND {cond}
-        ),
+        matched AS MATERIALIZED ({matched}),
         scored AS (
             SELECT u.doc, sum({_BM25}) AS score
             FROM terms t CROSS JOIN LATERAL (
@@ -140,7 +146,7 @@ def _ranked(
         FROM matched m LEFT JOIN scored s ON s.doc = m.id
         ORDER BY score DESC, m.id LIMIT %s
     """
-    args = [*params, corpus.documents, *path_params, corpus.mean_length, limit]
+    args = [*found.params, corpus.documents, *path_params, corpus.mean_length, limit]
     if ids_only:
         return conn.execute(sql, args).fetchall()
     return conn.execute(
