@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from conftest import Daemon, wait_exit, wait_for, write
 from grep_helpers import Case, grep
+from kbindex.daemon.postgres import schema
 from kbindex.proto.client import DaemonError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -134,7 +135,8 @@ async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
     d = pg("old", root)
     proc = d.spawn()
     assert wait_exit(proc, timeout=30) == 2  # not restarted by systemd: it would not help
-    assert "newer than this kbindexd (1); upgrade kbindex on this machine" in d.log()
+    newer = f"newer than this kbindexd ({schema.SCHEMA_VERSION}); upgrade kbindex on this machine"
+    assert newer in d.log()
     with psycopg.connect(pg_dsn) as conn:  # nothing was written into it
         assert conn.execute("SELECT to_regclass('kb_files')").fetchone() == (None,)
 
@@ -210,7 +212,8 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP EXTENSION unaccent CASCADE")
     doctor = d.kbctl("doctor").stdout
-    assert "FAIL  shared index: schema 1; missing extension(s): unaccent" in doctor, doctor
+    failed = f"FAIL  shared index: schema {schema.SCHEMA_VERSION}; missing extension(s): unaccent"
+    assert failed in doctor, doctor
 
 
 async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
