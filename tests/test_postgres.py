@@ -388,3 +388,31 @@ async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
     assert found[lite, '"venzal rair"'] == (0, [])
     assert found[lite, "zork"][0] == 4
     assert found[lite, "wembly"] == (2, ["mid.txt", "long.txt"])
+
+
+def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION unaccent")
+        conn.execute(schema.MIGRATIONS[1])
+        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
+        conn.execute("INSERT INTO kb_meta VALUES ('schema', '1')")
+        past = " ".join(f"word{n}" for n in range(17_000))  # positions stop at 16,383
+        for i, text in enumerate(["zork " * 300, "a short note", past], 1):
+            conn.execute(
+                "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns,"
+                " indexed_at, ctime_ns, ino, dev) VALUES (%s, 'm', %s, '/r', %s, 1, 7, 0, 0, 0, 0)",
+                (i, f"/r/{i}.txt", f"{i}.txt"),
+            )
+            conn.execute(
+                "INSERT INTO kb_docs VALUES (%s, '', %s, 0, to_tsvector('kb_words', %s), '', '')",
+                (i, text, text),
+            )
+        schema.migrate(conn)
+        rows = conn.execute(
+            "SELECT f.relpath, d.limited, f.mtime_ns FROM kb_files f JOIN kb_docs d USING (id)"
+            " ORDER BY 1"
+        ).fetchall()
+        version = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+    # The limited ones are read again at the next scan (their mtime no longer matches).
+    assert rows == [("1.txt", True, -1), ("2.txt", False, 7), ("3.txt", True, -1)]
+    assert version == (str(schema.SCHEMA_VERSION),)
