@@ -347,6 +347,11 @@ def _past_the_limits(root: Path) -> None:
     some = _filler(rng, 300)
     some[::6] = ["zork"] * len(some[::6])
     write(root / "some.txt", " ".join([*some, "quux", "blarg"]) + "\n")
+    often, apart = _filler(rng, 300), _filler(rng, 300)
+    often[10:250:80] = ["gorp tann"] * 3  # the phrase three times
+    apart[10:250:6] = ["gorp", "tann"] * 20  # its words often, the phrase once
+    write(root / "often.txt", " ".join(often) + "\n")
+    write(root / "apart.txt", " ".join([*apart, "gorp tann"]) + "\n")
     for i in range(12):  # documents without the query's words: its words' idf stays > 0
         write(root / f"filler-{i}.txt", " ".join(_filler(rng, 200 + 50 * i)) + "\n")
 
@@ -369,6 +374,7 @@ async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
         "zork",  # ranked by frequencies counted in full, as SQLite counts them
         "venzal",
         "wembly",  # in long.txt's full length, mid.txt ranks first
+        '"gorp tann"',  # ranked by the phrase's frequency, as SQLite ranks it
     ]
     found = {}
     try:
@@ -388,6 +394,7 @@ async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
     assert found[lite, '"venzal rair"'] == (0, [])
     assert found[lite, "zork"][0] == 4
     assert found[lite, "wembly"] == (2, ["mid.txt", "long.txt"])
+    assert found[lite, '"gorp tann"'] == (2, ["often.txt", "apart.txt"])
 
 
 def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: str) -> None:

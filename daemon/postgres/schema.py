@@ -14,7 +14,7 @@
   counts that every writer would update.
 - ``kb_segments`` (v2): the text of each document over a ``tsvector``'s limits
   (``kb_docs.limited``) again, in segments of SEGMENT_WORDS words, each with the next
-  OVERLAP_WORDS words: phrases in such documents are matched here (see ``limits``).
+  OVERLAP_WORDS words: phrases in such documents are matched and counted here (see ``writes``).
 - ``kb_meta``: the schema version.
 
 Text reaches ``to_tsvector`` through ``kb_plain``, which turns every run of characters
@@ -136,12 +136,14 @@ $$;
 CREATE FUNCTION kb_segments(regconfig, text)
     RETURNS TABLE(seq integer, core tsvector, words tsvector)
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT i / {SEGMENT_WORDS}, c,
-           c || to_tsvector($1, array_to_string(a.w[i + {SEGMENT_WORDS} :
-                                                    i + {SEGMENT_WORDS + OVERLAP_WORDS - 1}], ' '))
+    SELECT i / {SEGMENT_WORDS}, h || c, setweight(h, 'B') || setweight(c, 'A') || setweight(t, 'C')
     FROM (SELECT regexp_split_to_array(btrim($2), '\s+') AS w) a,
          generate_series(1, cardinality(a.w), {SEGMENT_WORDS}) i,
-         LATERAL to_tsvector($1, array_to_string(a.w[i : i + {SEGMENT_WORDS - 1}], ' ')) c
+         LATERAL to_tsvector($1, array_to_string(a.w[i : i + {OVERLAP_WORDS - 1}], ' ')) h,
+         LATERAL to_tsvector($1, array_to_string(
+             a.w[i + {OVERLAP_WORDS} : i + {SEGMENT_WORDS - 1}], ' ')) c,
+         LATERAL to_tsvector($1, array_to_string(
+             a.w[i + {SEGMENT_WORDS} : i + {SEGMENT_WORDS + OVERLAP_WORDS - 1}], ' ')) t
     WHERE btrim($2) <> ''
 $$;
 ALTER TABLE kb_docs ADD COLUMN limited boolean NOT NULL DEFAULT false;
@@ -156,6 +158,10 @@ CREATE TABLE kb_segments(
 );
 CREATE INDEX kb_segments_words ON kb_segments USING gin(words);
 """
+# A segment's weights say where its words are: B its first OVERLAP_WORDS words (the
+# previous segment's overlap), A the rest of its own words, C the next segment's: a
+# phrase's frequency is counted from segments without counting an occurrence twice
+# (``reads``).
 # v2: documents whose ``words`` lost positions (a lexeme past 255 of them, or words past
 # position 16,383) are marked ``limited`` and get segments. Those already indexed are
 # marked here, and their files' mtime forgotten: each machine's daemon reads them again

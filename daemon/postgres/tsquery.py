@@ -207,6 +207,8 @@ class Condition:
     params: list[object]
     where: str
     limited: str | None = None
+    phrases: tuple[int, ...] = ()
+    """The phrases to rank by their own frequency, as SQLite does: ``q``'s ``p`` columns."""
 
 
 def condition(expr: Expr) -> Condition:
@@ -232,12 +234,13 @@ def condition(expr: Expr) -> Condition:
         params.append((" | " if expr.either else " & ").join(f"({e})" for e in expr.exact))
         tests.append("d.exact @@ (SELECT e FROM q)")
         limited_tests.append(tests[-1])
-    ranking = [expr.words] if expr.form else []
-    params += expr.params
+    # Words rank by their postings; phrases by their own frequency (``reads``).
+    ranking = [p.sql for p in expr.pieces if not p.phrase]
+    params += [p.param for p in expr.pieces if not p.phrase]
     for sql, param in expr.ranked:
         ranking.append(sql)
         params.append(param)
-    columns.append(f"{' || '.join(ranking)} AS r")
+    columns.append(f"{' || '.join(ranking) or 'NULL::tsquery'} AS r")
     glue = " OR " if expr.either else " AND "
     where = "(" + glue.join(tests) + ")"
     limited = "(" + glue.join(limited_tests) + ")"
@@ -261,7 +264,8 @@ def condition(expr: Expr) -> Condition:
     for i, piece in enumerate([*expr.pieces, *(p for n in expr.negated for p in n.pieces)]):
         columns.append(f"{piece.sql} AS p{i}")
         params.append(piece.param)
-    return Condition(", ".join(columns), params, f"{where} AND NOT d.limited", limited)
+    phrases = tuple(i for i, p in enumerate(expr.pieces) if p.phrase)
+    return Condition(", ".join(columns), params, f"{where} AND NOT d.limited", limited, phrases)
 
 
 def _segmented(expr: Expr, first: int) -> str:
