@@ -37,7 +37,7 @@ class Databases:
             conn.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)} CASCADE")
             for drop in (
                 "FUNCTION IF EXISTS kb_stemmable(text), kb_plain(text), kb_tf(text[]),"
-                " kb_limited(tsvector), kb_segments(regconfig, text)",
+                " kb_limited(tsvector), kb_segments(regconfig, text), kb_either(tsquery)",
                 "TEXT SEARCH CONFIGURATION IF EXISTS kb_words, kb_exact",
                 "TEXT SEARCH DICTIONARY IF EXISTS kb_porter",
             ):

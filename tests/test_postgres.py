@@ -334,6 +334,7 @@ def _past_the_limits(root: Path) -> None:
     common[::5] = ["zork"] * 400  # "zork" 400 times; "zork plim" only after the 300th
     write(root / "common.txt", " ".join([*common, "zork plim", *_filler(rng, 20)]) + "\n")
     write(root / "short.txt", "a short note on zork plim and venzal\n")
+    write(root / "vo.txt", "so vo and voing said on\n")  # porter: "voing" is "vo", as "vo" is
     long = _filler(rng, 20_000, FILLER[:12])  # few distinct words: each past 255 positions
     long[16_360:16_400] = ["venzal"] * 40  # ends where positions stop (16,383)...
     long[19_000] = "rair"  # ...so "venzal rair" would look adjacent there
@@ -375,6 +376,9 @@ async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
         "venzal",
         "wembly",  # in long.txt's full length, mid.txt ranks first
         '"gorp tann"',  # ranked by the phrase's frequency, as SQLite ranks it
+        '"voing and"',
+        '"vo said"',
+        "ons",
     ]
     found = {}
     try:
@@ -395,6 +399,7 @@ async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
     assert found[lite, "zork"][0] == 4
     assert found[lite, "wembly"] == (2, ["mid.txt", "long.txt"])
     assert found[lite, '"gorp tann"'] == (2, ["often.txt", "apart.txt"])
+    assert found[lite, '"voing and"'] == found[lite, '"vo said"'] == (1, ["vo.txt"])
 
 
 def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: str) -> None:

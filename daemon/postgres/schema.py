@@ -146,6 +146,23 @@ CREATE FUNCTION kb_segments(regconfig, text)
              a.w[i + {SEGMENT_WORDS} : i + {SEGMENT_WORDS + OVERLAP_WORDS - 1}], ' ')) t
     WHERE btrim($2) <> ''
 $$;
+CREATE FUNCTION kb_either(q tsquery) RETURNS tsquery LANGUAGE plpgsql IMMUTABLE STRICT
+    PARALLEL SAFE AS $$
+DECLARE
+    short text;
+BEGIN
+    FOR short IN
+        SELECT DISTINCT rtrim(w, '0')
+        FROM unnest(tsvector_to_array(to_tsvector('simple', querytree(q)))) w
+        WHERE w ~ '^[[:alpha:]]{{1,2}}0?$'
+    LOOP
+        q := ts_rewrite(q, quote_literal(short || '0')::tsquery, quote_literal(short)::tsquery);
+        q := ts_rewrite(q, quote_literal(short)::tsquery,
+                        (quote_literal(short) || ' | ' || quote_literal(short || '0'))::tsquery);
+    END LOOP;
+    RETURN q;
+END
+$$;
 ALTER TABLE kb_docs ADD COLUMN limited boolean NOT NULL DEFAULT false;
 UPDATE kb_docs SET limited = kb_limited(words);
 UPDATE kb_files SET mtime_ns = -1 WHERE id IN (SELECT id FROM kb_docs WHERE limited);
@@ -158,6 +175,9 @@ CREATE TABLE kb_segments(
 );
 CREATE INDEX kb_segments_words ON kb_segments USING gin(words);
 """
+# kb_either: a word of one or two letters, which SQLite's porter leaves as it is, and
+# a stem of one or two letters are one token in SQLite ("vo" matches "voing"), two
+# lexemes here (``kb_stemmable`` marks the short word, "vo0"): a query takes either.
 # A segment's weights say where its words are: B its first OVERLAP_WORDS words (the
 # previous segment's overlap), A the rest of its own words, C the next segment's: a
 # phrase's frequency is counted from segments without counting an occurrence twice

@@ -22,10 +22,10 @@ from kbindex.daemon.indexing import tokens
 from kbindex.daemon.postgres.schema import CONFIG, EXACT
 from kbindex.daemon.searching.query import MAX_TERMS, STOPWORDS, Compiled, Term, parse
 
-_STEMMED = f"phraseto_tsquery('{CONFIG}', kb_stemmable(%s))"
+_STEMMED = f"kb_either(phraseto_tsquery('{CONFIG}', kb_stemmable(%s)))"
 _SIMPLE = "phraseto_tsquery('simple', %s)"
 _LOOSE = {
-    _STEMMED: f"plainto_tsquery('{CONFIG}', kb_stemmable(%s))",
+    _STEMMED: f"kb_either(plainto_tsquery('{CONFIG}', kb_stemmable(%s)))",
     _SIMPLE: "plainto_tsquery('simple', %s)",
 }
 """A phrase's words without their order: what a document holding the phrase holds."""
@@ -111,7 +111,7 @@ def plan(compiled: Compiled) -> Plan:
         text = compiled.source.strip()
         if not text:
             return Plan(None, "raw")
-        websearch = f"websearch_to_tsquery('{CONFIG}', %s)"
+        websearch = f"kb_either(websearch_to_tsquery('{CONFIG}', %s))"
         raw = Expr("{}", [Piece(websearch, _SHORT.sub(_marked, text))])
         return Plan(raw, "raw")
     terms = parse(compiled.source)[:MAX_TERMS]
