@@ -26,6 +26,10 @@ B: Final = 0.75
 """bm25's parameters, FTS5's."""
 _BM25: Final = f"t.idf * u.tf * {K1 + 1} / (u.tf + {K1} * ({1 - B} + {B} * u.length / %s))"
 """One posting's share of a document's score; the parameter is the mean length."""
+_IDF: Final = "greatest(ln(greatest((%s - {df} + 0.5) / ({df} + 0.5), 1)), 1e-6)"
+"""FTS5's idf (at least 1e-6) of a term in ``df`` documents of the parameter's. The inner
+``greatest``: the count of documents is cached (``database``), and a term counted since
+in more documents than that made ``ln`` of a negative number fail the search."""
 
 
 class Stats(NamedTuple):
@@ -131,7 +135,7 @@ def _ranked(
     sql = f"""
         WITH q AS MATERIALIZED (SELECT {found.columns}),
         terms AS MATERIALIZED (
-            SELECT p.lexeme, greatest(ln((%s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) AS idf
+            SELECT p.lexeme, {_IDF.format(df="count(*)")} AS idf
             FROM kb_postings p
             WHERE p.lexeme = ANY(
                 tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
@@ -204,7 +208,7 @@ def _phrases(pieces: tuple[int, ...], only: bool) -> str:
     bm25 = f"k.idf * x.tf * {K1 + 1} / (x.tf + {K1} * ({1 - B} + {B} * d.length / %s))"
     return f""",
         phrases AS MATERIALIZED (
-            SELECT k.pq, greatest(ln((%s - k.df + 0.5) / (k.df + 0.5)), 1e-6) AS idf
+            SELECT k.pq, {_IDF.format(df="k.df")} AS idf
             FROM (VALUES {", ".join(counted)}) AS k(pq, df)
         ),
         phrase_scored AS (
