@@ -18,7 +18,7 @@ from typing import Any
 import common
 import psycopg
 
-TABLES = ("kb_postings", "kb_docs", "kb_files", "kb_meta")
+TABLES = ("kb_segments", "kb_postings", "kb_docs", "kb_files", "kb_meta")
 
 
 class Databases:
@@ -36,7 +36,8 @@ class Databases:
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)} CASCADE")
             for drop in (
-                "FUNCTION IF EXISTS kb_stemmable(text), kb_plain(text), kb_tf(text[])",
+                "FUNCTION IF EXISTS kb_stemmable(text), kb_plain(text), kb_tf(text[]),"
+                " kb_limited(tsvector), kb_segments(regconfig, text), kb_either(tsquery)",
                 "TEXT SEARCH CONFIGURATION IF EXISTS kb_words, kb_exact",
                 "TEXT SEARCH DICTIONARY IF EXISTS kb_porter",
             ):
@@ -70,12 +71,13 @@ def databases(dsn: str | None) -> Iterator[Databases]:
 
 
 def relation_mb(dsn: str) -> float:
-    """pg_total_relation_size of kb_files + kb_docs + kb_postings (heap, TOAST, indexes),
-    in MB."""
+    """pg_total_relation_size of kb_files + kb_docs + kb_postings + kb_segments (heap, TOAST,
+    indexes), in MB."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             "SELECT pg_total_relation_size('kb_files') + pg_total_relation_size('kb_docs')"
             " + pg_total_relation_size('kb_postings')"
+            " + coalesce(pg_total_relation_size(to_regclass('kb_segments')), 0)"
         ).fetchone()
     return int(row[0]) / 1e6 if row else float("nan")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import psycopg
 import pytest
 from conftest import Daemon, wait_exit, wait_for, write
 from grep_helpers import Case, grep
+from kbindex.daemon.postgres import schema
 from kbindex.proto.client import DaemonError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -134,7 +136,8 @@ async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
     d = pg("old", root)
     proc = d.spawn()
     assert wait_exit(proc, timeout=30) == 2  # not restarted by systemd: it would not help
-    assert "newer than this kbindexd (1); upgrade kbindex on this machine" in d.log()
+    newer = f"newer than this kbindexd ({schema.SCHEMA_VERSION}); upgrade kbindex on this machine"
+    assert newer in d.log()
     with psycopg.connect(pg_dsn) as conn:  # nothing was written into it
         assert conn.execute("SELECT to_regclass('kb_files')").fetchone() == (None,)
 
@@ -210,7 +213,8 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("DROP EXTENSION unaccent CASCADE")
     doctor = d.kbctl("doctor").stdout
-    assert "FAIL  shared index: schema 1; missing extension(s): unaccent" in doctor, doctor
+    failed = f"FAIL  shared index: schema {schema.SCHEMA_VERSION}; missing extension(s): unaccent"
+    assert failed in doctor, doctor
 
 
 async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
@@ -322,8 +326,122 @@ def test_idf_is_fts5s_even_when_a_word_counts_more_documents_than_the_index(
     from kbindex.daemon.postgres.reads import IDF
 
     with psycopg.connect(pg_dsn) as conn:
-        idf = f"SELECT {IDF.format(n='%s::float8')}"
+        idf = f"SELECT {IDF.format(df='%s::float8')}"
         for total, holding in ((5, 10), (10, 10), (10, 9)):
             assert conn.execute(idf, (total, holding, holding)).fetchone() == (1e-6,)
         rare = conn.execute(idf, (1000, 1, 1)).fetchone()
         assert rare is not None and abs(rare[0] - math.log((1000 - 1 + 0.5) / 1.5)) < 1e-9
+
+
+FILLER = str.split(
+    "lomet barvin cusk delph ernow fipple gandor hosk ilvar jemby kestrin lupo morvat nandle"
+    " oskel pribb quendle rusko sapple tivvy umbral vostok wendle yarrow zumble"
+)
+
+
+def _filler(rng: random.Random, n: int, vocabulary: list[str] = FILLER) -> list[str]:
+    return [rng.choice(vocabulary) for _ in range(n)]
+
+
+def _past_the_limits(root: Path) -> None:
+    """Documents whose ``tsvector`` loses positions (a word past 255 of them, words past
+    position 16,383), next to ordinary ones."""
+    rng = random.Random(21)
+    common = _filler(rng, 2000)
+    common[::5] = ["zork"] * 400  # "zork" 400 times; "zork plim" only after the 300th
+    write(root / "common.txt", " ".join([*common, "zork plim", *_filler(rng, 20)]) + "\n")
+    write(root / "short.txt", "a short note on zork plim and venzal\n")
+    write(root / "vo.txt", "so vo and voing said on\n")  # porter: "voing" is "vo", as "vo" is
+    long = _filler(rng, 20_000, FILLER[:12])  # few distinct words: each past 255 positions
+    long[16_360:16_400] = ["venzal"] * 40  # ends where positions stop (16,383)...
+    long[19_000] = "rair"  # ...so "venzal rair" would look adjacent there
+    long[17_000:17_002] = ["quux", "blarg"]  # a phrase past position 16,383
+    long[::97] = ["zork"] * len(long[::97])
+    long[1000:4000:1000] = ["wembly"] * 3  # counted in a length capped by its words
+    mid = _filler(rng, 3000)  # each word fewer than 255 times: no limit
+    mid[500:1500:500] = ["wembly"] * 2
+    write(root / "mid.txt", " ".join(mid) + "\n")
+    write(root / "long.txt", " ".join(long) + "\n")
+    some = _filler(rng, 300)
+    some[::6] = ["zork"] * len(some[::6])
+    write(root / "some.txt", " ".join([*some, "quux", "blarg"]) + "\n")
+    often, apart = _filler(rng, 300), _filler(rng, 300)
+    often[10:250:80] = ["gorp tann"] * 3  # the phrase three times
+    apart[10:250:6] = ["gorp", "tann"] * 20  # its words often, the phrase once
+    write(root / "often.txt", " ".join(often) + "\n")
+    write(root / "apart.txt", " ".join([*apart, "gorp tann"]) + "\n")
+    for i in range(12):  # documents without the query's words: its words' idf stays > 0
+        write(root / f"filler-{i}.txt", " ".join(_filler(rng, 200 + 50 * i)) + "\n")
+
+
+async def test_phrases_past_a_tsvectors_limits_find_what_sqlite_finds(
+    pg: Any, tmp_path: Path, sockdir: Path
+) -> None:
+    root = tmp_path / "notes"
+    _past_the_limits(root)
+    (tmp_path / "lite").mkdir()
+    lite = Daemon(tmp_path / "lite", sockdir, [root])
+    shared_index = pg("big", root)
+    queries = [
+        '"zork plim"',  # past the 255th "zork" in common.txt
+        '"quux blarg"',  # past position 16,383 in long.txt
+        '"venzal rair"',  # apart in long.txt, adjacent once positions stop
+        '"venzal venzal" -"quux blarg"',
+        '"zork plim" note',
+        'zork "quux blarg"',
+        "zork",  # ranked by frequencies counted in full, as SQLite counts them
+        "venzal",
+        "wembly",  # in long.txt's full length, mid.txt ranks first
+        '"gorp tann"',  # ranked by the phrase's frequency, as SQLite ranks it
+        '"voing and"',
+        '"vo said"',
+        "ons",
+    ]
+    found = {}
+    try:
+        for d in (lite, shared_index):
+            await d.start()
+            async with d.client() as c:
+                for q in queries:
+                    r = await c.search(q, limit=100)
+                    found[d, q] = (r.total_hits, [h.relpath for h in r.hits])
+    finally:
+        lite.stop()
+    # (total, paths best first) on SQLite and on PostgreSQL, for each query that differs
+    differ = {q: (found[lite, q], found[shared_index, q]) for q in queries}
+    assert {q: pair for q, pair in differ.items() if pair[0] != pair[1]} == {}
+    assert sorted(found[lite, '"zork plim"'][1]) == ["common.txt", "short.txt"]
+    assert found[lite, '"quux blarg"'][0] == 2
+    assert found[lite, '"venzal rair"'] == (0, [])
+    assert found[lite, "zork"][0] == 4
+    assert found[lite, "wembly"] == (2, ["mid.txt", "long.txt"])
+    assert found[lite, '"gorp tann"'] == (2, ["often.txt", "apart.txt"])
+    assert found[lite, '"voing and"'] == found[lite, '"vo said"'] == (1, ["vo.txt"])
+
+
+def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION unaccent")
+        conn.execute(schema.MIGRATIONS[1])
+        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
+        conn.execute("INSERT INTO kb_meta VALUES ('schema', '1')")
+        past = " ".join(f"word{n}" for n in range(17_000))  # positions stop at 16,383
+        for i, text in enumerate(["zork " * 300, "a short note", past], 1):
+            conn.execute(
+                "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns,"
+                " indexed_at, ctime_ns, ino, dev) VALUES (%s, 'm', %s, '/r', %s, 1, 7, 0, 0, 0, 0)",
+                (i, f"/r/{i}.txt", f"{i}.txt"),
+            )
+            conn.execute(
+                "INSERT INTO kb_docs VALUES (%s, '', %s, 0, to_tsvector('kb_words', %s), '', '')",
+                (i, text, text),
+            )
+        schema.migrate(conn)
+        rows = conn.execute(
+            "SELECT f.relpath, d.limited, f.mtime_ns FROM kb_files f JOIN kb_docs d USING (id)"
+            " ORDER BY 1"
+        ).fetchall()
+        version = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+    # The limited ones are read again at the next scan (their mtime no longer matches).
+    assert rows == [("1.txt", True, -1), ("2.txt", False, 7), ("3.txt", True, -1)]
+    assert version == (str(schema.SCHEMA_VERSION),)

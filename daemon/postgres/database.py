@@ -27,7 +27,7 @@ import psycopg
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.scanner import Stamp
 from kbindex.daemon.indexing.textfile import Loaded, SkipReason
-from kbindex.daemon.postgres import reads, schema
+from kbindex.daemon.postgres import reads, schema, writes
 from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
 from kbindex.daemon.searching.grep import Candidates
 from kbindex.daemon.storage.index import (
@@ -54,40 +54,6 @@ T = TypeVar("T")
 
 _U64: Final = 1 << 64
 OTHERS_SECONDS: Final = 5.0
-TSVECTOR_CHARS: Final = 500_000
-"""Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which
-would fail the whole batch. A longer document is found by the words of its first
-TSVECTOR_CHARS characters (grep still reads all of it)."""
-_WORDS: Final = f"""
-    setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.title, {TSVECTOR_CHARS}))), 'A')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(u.name)), 'B')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.body, {TSVECTOR_CHARS}))), 'C')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.subwords, {TSVECTOR_CHARS})))
-                 || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})), 'D')
-"""
-"""A document's ``words``: weights A-D rank title, path, body and derived words as
-SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
-_INSERT_DOCS: Final = f"""
-    WITH u AS (
-        SELECT u.id, u.title, u.body, {_WORDS} AS words,
-               to_tsvector('{schema.EXACT}', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
-               array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
-        FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                    %s::text[], %s::text[])
-             AS u(id, name, title, body, subwords, cjk, exact, grams)
-    ), d AS (
-        INSERT INTO kb_docs(id, title, body, length, words, exact, grams)
-        SELECT u.id, u.title, u.body,
-               (SELECT coalesce(sum(cardinality(t.positions)), 0) FROM unnest(u.words) t),
-               u.words, u.exact, u.grams
-        FROM u RETURNING id, length, words
-    )
-    INSERT INTO kb_postings(lexeme, doc, tf, length)
-    SELECT t.lexeme, d.id, kb_tf(t.weights), d.length FROM d, unnest(d.words) t
-"""
-"""A batch of documents, and their postings from the ``words`` just made."""
-
-
 _UNWRITABLE: Final = (
     psycopg.errors.DiskFull,
     psycopg.errors.ReadOnlySqlTransaction,  # a replica, or a server in recovery
@@ -271,17 +237,7 @@ class PgIndex:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
         for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
-            self._insert_chunk(conn, chunk)
-
-    def _insert_chunk(self, conn: Connection, chunk: list[tuple[int, documents.Document]]) -> None:
-        def clean(text: str) -> str:
-            return text.replace("\x00", " ")  # PostgreSQL text cannot hold NUL
-
-        ids = [file_id for file_id, _ in chunk]
-        columns = [[clean(doc.row[i]) for _, doc in chunk] for i in range(5)]
-        exact = [clean(doc.exact) for _, doc in chunk]
-        grams = [doc.grams for _, doc in chunk]
-        conn.execute(_INSERT_DOCS, (ids, *columns, exact, grams))
+            writes.insert(conn, chunk)
 
     def move(self, old: str, new: str, new_root: str) -> int:
         if old == new:
@@ -345,7 +301,7 @@ class PgIndex:
         GIN indexes keep new entries in their pending lists and the postings have no
         visibility map (their index-only scans read the table): searches right after a
         full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum."""
-        self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings")
+        self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 
     def settle(self) -> None:
         pass
@@ -448,6 +404,7 @@ def _check(conn: Connection) -> Checked:
 def _size_bytes(conn: Connection) -> int:
     row = conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-        " WHERE c.relname IN ('kb_files', 'kb_docs', 'kb_postings') AND c.relkind = 'r'"
+        " WHERE c.relname IN ('kb_files', 'kb_docs', 'kb_postings', 'kb_segments')"
+        " AND c.relkind = 'r'"
     ).fetchone()
     return int(row[0]) if row else 0

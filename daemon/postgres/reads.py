@@ -26,6 +26,10 @@ B: Final = 0.75
 """bm25's parameters, FTS5's."""
 _BM25: Final = f"t.idf * u.tf * {K1 + 1} / (u.tf + {K1} * ({1 - B} + {B} * u.length / %s))"
 """One posting's share of a document's score; the parameter is the mean length."""
+IDF: Final = "greatest(ln(greatest((%s - {df} + 0.5) / ({df} + 0.5), 1)), 1e-6)"
+"""FTS5's idf (at least 1e-6) of a term in ``df`` documents of the parameter's. The inner
+``greatest``: the count of documents is cached (``database``), and a term counted since
+in more documents than that made ``ln`` of a negative number fail the search."""
 
 
 class Stats(NamedTuple):
@@ -99,12 +103,6 @@ def search(
     return [row[:-1] for row in rows], total, mode
 
 
-IDF: Final = "greatest(ln(greatest((%s - {n} + 0.5) / ({n} + 0.5), 1)), 1e-6)"
-"""FTS5's idf (1e-6 where the log is not positive). The inner greatest keeps ln() from
-failing where the document count, read before the postings, is below a word's count:
-the index grew in between (a PostgreSQL error, not a NaN)."""
-
-
 def _ranked(
     conn: Connection,
     expr: tsquery.Expr,
@@ -116,23 +114,35 @@ def _ranked(
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
-    columns, params, where = tsquery.condition(expr)
+    found = tsquery.condition(expr)
     cond, path_params = path_condition(path_filter)
     # Every document has its files row: joined only to filter by path.
     joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
+    matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
+    if found.limited is not None:
+        # A phrase: documents whose ``words`` lost positions are matched apart (``limits``).
+        matched += (
+            f" UNION ALL SELECT d.id FROM kb_docs d{joined}"
+            f" WHERE d.limited AND {found.limited} AND {cond}"
+        )
+        path_params = [*path_params, *path_params]
+    phrased = phrase_score = phrase_join = ""
+    if found.phrases:
+        others = expr.exact or expr.negated or expr.excluded or path_params
+        phrased = _phrases(found.phrases, only=expr.form == "{}" and not others)
+        phrase_score = " + coalesce(ps.score, 0)"
+        phrase_join = " LEFT JOIN phrase_scored ps ON ps.doc = m.id"
     sql = f"""
-        WITH q AS MATERIALIZED (SELECT {columns}),
+        WITH q AS MATERIALIZED (SELECT {found.columns}),
         terms AS MATERIALIZED (
-            SELECT p.lexeme, {IDF.format(n="count(*)")} AS idf
+            SELECT p.lexeme, {IDF.format(df="count(*)")} AS idf
             FROM kb_postings p
             WHERE p.lexeme = ANY(
                 tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
             )
             GROUP BY p.lexeme
         ),
-        matched AS MATERIALIZED (
-            SELECT d.id FROM kb_docs d{joined} WHERE {where} AND {cond}
-        ),
+        matched AS MATERIALIZED ({matched}),
         scored AS (
             SELECT u.doc, sum({_BM25}) AS score
             FROM terms t CROSS JOIN LATERAL (
@@ -141,12 +151,15 @@ def _ranked(
             ) u
             WHERE u.doc IN (SELECT id FROM matched)
             GROUP BY u.doc
-        )
-        SELECT m.id, coalesce(s.score, 0) AS score, count(*) OVER () AS total
-        FROM matched m LEFT JOIN scored s ON s.doc = m.id
+        ){phrased}
+        SELECT m.id, coalesce(s.score, 0){phrase_score} AS score, count(*) OVER () AS total
+        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}
         ORDER BY score DESC, m.id LIMIT %s
     """
-    args = [*params, corpus.documents, *path_params, corpus.mean_length, limit]
+    args = [*found.params, corpus.documents, *path_params, corpus.mean_length]
+    if found.phrases:
+        args += [corpus.documents, corpus.mean_length]
+    args.append(limit)
     if ids_only:
         return conn.execute(sql, args).fetchall()
     return conn.execute(
@@ -155,6 +168,56 @@ def _ranked(
             ORDER BY b.score DESC, b.id""",
         args,
     ).fetchall()
+
+
+_PHRASE_TF: Final = """
+    CASE WHEN d.limited THEN (
+        SELECT coalesce(sum(
+            (CASE s.part WHEN 'A' THEN 3 WHEN 'B' THEN 2 WHEN 'C' THEN 1 ELSE 0.5 END)::float8
+            * round(ts_rank_cd('{0,1,1,1}', s.words, k.pq, 0)
+                    - CASE WHEN s.seq > 0 THEN ts_rank_cd('{0,0,1,0}', s.words, k.pq, 0)
+                      ELSE 0 END)), 0)
+        FROM kb_segments s WHERE s.doc = d.id AND s.words @@ k.pq)
+    ELSE round(6 * ts_rank_cd('{0.16666667,0.33333334,0.6666667,1}', d.words, k.pq, 0)) / 2
+    END
+"""
+"""A phrase's frequency in document ``d``, weighted by column as ``kb_tf`` weighs words.
+``ts_rank_cd`` with normalization 0 sums, over the phrase's occurrences, the weight of
+their column (A 1 for title's 3, D 1/6 for derived words' 0.5). A limited document's is
+counted in its segments (each weighted by ``part``): every occurrence in the segments'
+A, B and C words, less those in a segment's first words (B), which the previous segment
+counted already in its next segment's words (C)."""
+
+
+def _phrases(pieces: tuple[int, ...], only: bool) -> str:
+    """CTEs scoring the phrases ``pieces`` (``q``'s ``p`` columns) as FTS5's bm25 does:
+    a phrase is one term, with its own frequency in each document and its own document
+    frequency; ``only``: the query is this one phrase, so that is the count of matches.
+    (Ranked by their words' postings, the top 100 of "vondnool the" and ten other
+    phrases of the bench corpus were not SQLite's.)"""
+    counted = []
+    for i in pieces:
+        p = f"(SELECT p{i} FROM q)"
+        df = (
+            "(SELECT count(*) FROM matched)"
+            if only
+            else f"((SELECT count(*) FROM kb_docs d WHERE d.words @@ {p} AND NOT d.limited)"
+            f" + (SELECT count(DISTINCT s.doc) FROM kb_segments s WHERE s.words @@ {p}))"
+        )
+        counted.append(f"({p}, {df})")
+    bm25 = f"k.idf * x.tf * {K1 + 1} / (x.tf + {K1} * ({1 - B} + {B} * d.length / %s))"
+    return f""",
+        phrases AS MATERIALIZED (
+            SELECT k.pq, {IDF.format(df="k.df")} AS idf
+            FROM (VALUES {", ".join(counted)}) AS k(pq, df)
+        ),
+        phrase_scored AS (
+            SELECT m.id AS doc, sum({bm25}) AS score
+            FROM matched m JOIN kb_docs d ON d.id = m.id CROSS JOIN phrases k
+            CROSS JOIN LATERAL (SELECT {_PHRASE_TF} AS tf) x
+            WHERE x.tf > 0
+            GROUP BY m.id
+        )"""
 
 
 def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:

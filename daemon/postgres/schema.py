@@ -12,6 +12,9 @@
   document frequency and ranked SciFact far worse (``bench/README.md``); a lexeme's
   document frequency is an index-only count of its postings, so there is no table of
   counts that every writer would update.
+- ``kb_segments`` (v2): the text of each document over a ``tsvector``'s limits
+  (``kb_docs.limited``) again, in segments of SEGMENT_WORDS words, each with the next
+  OVERLAP_WORDS words: phrases in such documents are matched and counted here (see ``writes``).
 - ``kb_meta``: the schema version.
 
 Text reaches ``to_tsvector`` through ``kb_plain``, which turns every run of characters
@@ -39,7 +42,7 @@ from kbindex.daemon.storage.index import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 MIGRATION_LOCK: Final = 0x6B62696E  # "kbin": one advisory lock key for migrations
 EXACT: Final = "kb_exact"
 """Words as written, accents folded: prefix terms (``exact``)."""
@@ -117,7 +120,74 @@ CREATE TABLE kb_postings(
 CREATE INDEX kb_postings_doc ON kb_postings(doc);
 """
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1}
+SEGMENT_WORDS: Final = 200
+"""Words per segment: fewer than the 255 positions a ``tsvector`` keeps per lexeme, and
+far from its last position (16,383), so a segment's positions are all exact."""
+OVERLAP_WORDS: Final = 32
+"""Words of the next segment that a segment's ``tsvector`` also holds (not counted in
+its frequencies): a phrase of up to OVERLAP_WORDS + 1 words is whole in one segment."""
+
+_V2: Final = rf"""
+CREATE FUNCTION kb_limited(tsvector) RETURNS boolean LANGUAGE sql IMMUTABLE STRICT
+    PARALLEL SAFE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest($1) t
+                   WHERE cardinality(t.positions) >= 255 OR 16383 = ANY(t.positions))
+$$;
+CREATE FUNCTION kb_segments(regconfig, text)
+    RETURNS TABLE(seq integer, core tsvector, words tsvector)
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT i / {SEGMENT_WORDS}, h || c, setweight(h, 'B') || setweight(c, 'A') || setweight(t, 'C')
+    FROM (SELECT regexp_split_to_array(btrim($2), '\s+') AS w) a,
+         generate_series(1, cardinality(a.w), {SEGMENT_WORDS}) i,
+         LATERAL to_tsvector($1, array_to_string(a.w[i : i + {OVERLAP_WORDS - 1}], ' ')) h,
+         LATERAL to_tsvector($1, array_to_string(
+             a.w[i + {OVERLAP_WORDS} : i + {SEGMENT_WORDS - 1}], ' ')) c,
+         LATERAL to_tsvector($1, array_to_string(
+             a.w[i + {SEGMENT_WORDS} : i + {SEGMENT_WORDS + OVERLAP_WORDS - 1}], ' ')) t
+    WHERE btrim($2) <> ''
+$$;
+CREATE FUNCTION kb_either(q tsquery) RETURNS tsquery LANGUAGE plpgsql IMMUTABLE STRICT
+    PARALLEL SAFE AS $$
+DECLARE
+    short text;
+BEGIN
+    FOR short IN
+        SELECT DISTINCT rtrim(w, '0')
+        FROM unnest(tsvector_to_array(to_tsvector('simple', querytree(q)))) w
+        WHERE w ~ '^[[:alpha:]]{{1,2}}0?$'
+    LOOP
+        q := ts_rewrite(q, quote_literal(short || '0')::tsquery, quote_literal(short)::tsquery);
+        q := ts_rewrite(q, quote_literal(short)::tsquery,
+                        (quote_literal(short) || ' | ' || quote_literal(short || '0'))::tsquery);
+    END LOOP;
+    RETURN q;
+END
+$$;
+ALTER TABLE kb_docs ADD COLUMN limited boolean NOT NULL DEFAULT false;
+UPDATE kb_docs SET limited = kb_limited(words);
+UPDATE kb_files SET mtime_ns = -1 WHERE id IN (SELECT id FROM kb_docs WHERE limited);
+CREATE TABLE kb_segments(
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    part "char" NOT NULL,
+    seq integer NOT NULL,
+    words tsvector NOT NULL,
+    PRIMARY KEY (doc, part, seq)
+);
+CREATE INDEX kb_segments_words ON kb_segments USING gin(words);
+"""
+# kb_either: a word of one or two letters, which SQLite's porter leaves as it is, and
+# a stem of one or two letters are one token in SQLite ("vo" matches "voing"), two
+# lexemes here (``kb_stemmable`` marks the short word, "vo0"): a query takes either.
+# A segment's weights say where its words are: B its first OVERLAP_WORDS words (the
+# previous segment's overlap), A the rest of its own words, C the next segment's: a
+# phrase's frequency is counted from segments without counting an occurrence twice
+# (``reads``).
+# v2: documents whose ``words`` lost positions (a lexeme past 255 of them, or words past
+# position 16,383) are marked ``limited`` and get segments. Those already indexed are
+# marked here, and their files' mtime forgotten: each machine's daemon reads them again
+# at its next scan, which writes their segments and their frequencies as counted in full.
+
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2}
 
 
 class NewerSchema(IndexRefused):

@@ -1,0 +1,94 @@
+"""Writing a batch of documents to the shared index: their text, ``tsvector``s, segments
+and postings, in one statement per chunk of text (``database`` makes the chunks).
+
+A document's ``words`` are PostgreSQL's ``tsvector``, which keeps at most 255 positions
+of a lexeme and none past 16,383: a long document, or one that says "the" a thousand
+times, loses positions there. Such a document is marked ``limited`` (``kb_limited``);
+its text is written again as segments (``kb_segments``), where every position is exact,
+for phrases to be matched in (``tsquery.condition``); and its frequencies and length,
+which bm25 reads from the postings, are counted from the segments, in full.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.postgres import schema
+from kbindex.daemon.postgres.connections import Connection
+
+TSVECTOR_CHARS: Final = 500_000
+"""Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which
+would fail the whole batch. A longer document is found by the words of its first
+TSVECTOR_CHARS characters (grep still reads all of it)."""
+_WORDS: Final = f"""
+    setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.title, {TSVECTOR_CHARS}))), 'A')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(u.name)), 'B')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.body, {TSVECTOR_CHARS}))), 'C')
+    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.subwords, {TSVECTOR_CHARS})))
+                 || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})), 'D')
+"""
+"""A document's ``words``: weights A-D rank title, path, body and derived words as
+SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
+_PARTS: Final = f"""
+    VALUES ('A', '{schema.CONFIG}'::regconfig, kb_stemmable(left(l.title, {TSVECTOR_CHARS})), 3),
+           ('B', '{schema.CONFIG}', kb_stemmable(l.name), 2),
+           ('C', '{schema.CONFIG}', kb_stemmable(left(l.body, {TSVECTOR_CHARS})), 1),
+           ('D', '{schema.CONFIG}', kb_stemmable(left(l.subwords, {TSVECTOR_CHARS})), 0.5),
+           ('E', 'simple', left(l.cjk, {TSVECTOR_CHARS}), 0.5)
+"""
+"""The texts of ``_WORDS`` one by one, with their weights in ``kb_tf``: a limited
+document's segments and frequencies are made from them."""
+INSERT_DOCS: Final = f"""
+    WITH u AS MATERIALIZED (
+        SELECT u.id, u.name, u.title, u.body, u.subwords, u.cjk, {_WORDS} AS words,
+               to_tsvector('{schema.EXACT}', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
+               array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
+        FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                    %s::text[], %s::text[])
+             AS u(id, name, title, body, subwords, cjk, exact, grams)
+    ), l AS MATERIALIZED (
+        SELECT u.*, kb_limited(u.words) AS limited FROM u
+    ), s AS MATERIALIZED (
+        SELECT l.id, p.part, p.weight, g.seq, g.core, g.words
+        FROM l CROSS JOIN LATERAL ({_PARTS}) AS p(part, config, text, weight)
+        CROSS JOIN LATERAL kb_segments(p.config, p.text) g
+        WHERE l.limited
+    ), posted AS MATERIALIZED (
+        SELECT l.id, t.lexeme, kb_tf(t.weights) AS tf, cardinality(t.positions) AS n
+        FROM l, unnest(l.words) t WHERE NOT l.limited
+        UNION ALL
+        SELECT s.id, t.lexeme, sum(s.weight * cardinality(t.positions))::real,
+               sum(cardinality(t.positions))::integer
+        FROM s, unnest(s.core) t GROUP BY s.id, t.lexeme
+    ), lengths AS (
+        SELECT id, sum(n)::integer AS length FROM posted GROUP BY id
+    ), d AS (
+        INSERT INTO kb_docs(id, title, body, length, words, exact, grams, limited)
+        SELECT l.id, l.title, l.body, coalesce(n.length, 0), l.words, l.exact, l.grams, l.limited
+        FROM l LEFT JOIN lengths n ON n.id = l.id RETURNING id, length
+    ), segments AS (
+        INSERT INTO kb_segments(doc, part, seq, words)
+        SELECT s.id, s.part::"char", s.seq, s.words FROM s
+    )
+    INSERT INTO kb_postings(lexeme, doc, tf, length)
+    SELECT p.lexeme, d.id, p.tf, d.length FROM d JOIN posted p ON p.id = d.id
+"""
+"""A batch of documents, and their postings from the ``words`` just made. A document
+whose ``words`` lost positions (``kb_limited``: a lexeme past 255 positions, or words
+past position 16,383) also gets segments (``kb_segments``), and its frequencies and
+length are counted from them in full: from ``words`` they were capped, and bm25 ranked
+such long documents above where SQLite does."""
+
+
+def insert(conn: Connection, chunk: list[tuple[int, documents.Document]]) -> None:
+    """Write these documents (their ids have files rows, and no documents rows)."""
+
+    def clean(text: str) -> str:
+        return text.replace("\x00", " ")  # PostgreSQL text cannot hold NUL
+
+    ids = [file_id for file_id, _ in chunk]
+    columns = [[clean(doc.row[i]) for _, doc in chunk] for i in range(5)]
+    exact = [clean(doc.exact) for _, doc in chunk]
+    grams = [doc.grams for _, doc in chunk]
+    conn.execute(INSERT_DOCS, (ids, *columns, exact, grams))
