@@ -250,9 +250,7 @@ class Store:
             # executescript steps the pragma to its end; execute() frees one page.
             conn.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
         except BaseException:
-            if conn.in_transaction:
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
+            _roll_back(conn)
             raise
         self.writes += 1
         self.checkpoints.wrote()
@@ -431,10 +429,15 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
         yield
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+        _roll_back(conn)
         raise
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End the transaction a failed write left open, if SQLite has not ended it."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _reclaimable(conn: sqlite3.Connection) -> None:
