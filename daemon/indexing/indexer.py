@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from typing import Final, TypeVar
 
 import anyio
@@ -355,7 +356,10 @@ def _compare(
     removed = [
         p for p, *_ in unmatched if p not in fresh and not any(p.startswith(u) for u in unlisted)
     ]
-    return list(fresh.values()), removed
+    # In path order, not the sets' hash order, which changes with every process: files
+    # of a folder are read together, and a first index numbers them the same way each
+    # time (search ties are broken by that number).
+    return sorted(fresh.values(), key=attrgetter("path")), removed
 
 
 def _batches(items: list[Seen]) -> list[list[Seen]]:
