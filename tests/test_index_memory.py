@@ -54,6 +54,33 @@ def test_trigrams_of_an_8_mb_text_take_a_few_times_a_chunk_not_the_text() -> Non
     assert set(tokens.split()) == windows(text.encode().lower())
 
 
+def _resident_kb(start: int, size: int) -> int:
+    """Resident KB of the mappings over ``size`` bytes at ``start`` (/proc/self/smaps;
+    an madvise splits a mapping in two)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(x, 16) for x in head.split("-"))
+            inside = low < start + size and start < high
+        elif inside and head == "Rss:":
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc")
+def test_the_scratch_table_holds_only_the_pages_a_text_touches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(grams, "_tables", [])  # a fresh table, untouched
+    # 40 trigrams 64 KB apart in the table: 40 pages, or 40 huge pages of 2 MB each if
+    # the table were advised for them (numpy does so for its own large arrays).
+    text = " ".join(f"{chr(0x21 + i)}{chr(0x21 + i)}" for i in range(40))
+    assert len(grams.of_text(text, "utf-8").split()) >= 40
+    table = grams._table()
+    assert _resident_kb(table.ctypes.data, table.nbytes) < 1024
+
+
 def test_every_trigram_once_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(7)
     alphabet = "abcABC xyz\n_é中\u212a"
