@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import note
 from kbindex.daemon.indexing import documents, grams
+from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.store import Store
 
@@ -141,5 +142,32 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
         vocabulary = {t for (t,) in conn.execute(f"SELECT term FROM {schema.VOCABULARY}")}
         assert name.split("_")[1].lower() not in vocabulary
         assert "smallword2" in vocabulary
+    finally:
+        store.close()
+
+
+def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: Path) -> None:
+    lib = _sqlite_library()
+    store = Store(tmp_path / "index.sqlite3")
+    store.open()
+    try:
+        conn = store.writer
+        store.apply([note("warm.md", "warm up")], [])
+        big = identifiers(60_000, seed=3)  # 3.2 MB, about 180,000 distinct terms
+        before = lib.sqlite3_memory_used()
+        lib.sqlite3_memory_highwater(1)
+        store.apply([note("big.h", big)], [])
+        grown = lib.sqlite3_memory_highwater(0) - before
+        # Each table's pending terms written out before the next table's come: 25 times
+        # the text; with docs' still held while docs_exact took the same words, 37 times.
+        assert grown < 30 * len(big)
+        # Written out inside the transaction, not at its commit.
+        conn.execute("BEGIN")
+        segments = conn.execute("SELECT count(*) FROM docs_data").fetchone()[0]
+        _, loaded = note("big2.h", big.lower())
+        assert isinstance(loaded, Loaded)
+        documents.insert(conn, [documents.entry(99, documents.prepare("big2.h", loaded))])
+        assert conn.execute("SELECT count(*) FROM docs_data").fetchone()[0] > segments
+        conn.execute("ROLLBACK")
     finally:
         store.close()
