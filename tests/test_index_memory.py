@@ -74,7 +74,7 @@ def test_the_scratch_table_holds_only_the_pages_a_text_touches(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(grams, "_tables", [])  # a fresh table, untouched
-    # 40 trigrams 64 KB apart in the table: 40 pages, or 40 huge pages of 2 MB each if
+    # 40 trigrams far apart in the table: 40 pages, or 40 huge pages of 2 MB each if
     # the table were advised for them (numpy does so for its own large arrays).
     text = " ".join(f"{chr(0x21 + i)}{chr(0x21 + i)}" for i in range(40))
     assert len(grams.of_text(text, "utf-8").split()) >= 40
