@@ -26,3 +26,15 @@ def test_the_tokens_are_every_distinct_three_byte_window_folded() -> None:
 def test_a_cp1252_file_is_indexed_by_its_own_bytes() -> None:
     text = "caf\u00e9 cr\u00e8me"
     assert set(grams.of_text(text, "cp1252").split()) == windows(text.encode("cp1252"))
+
+
+def test_a_text_past_64_kb_keeps_every_trigram_once() -> None:
+    # Positions 65,536 apart write the same number into the scratch table: both read
+    # it back, and the duplicates must go.
+    rng = random.Random(11)
+    block = "".join(rng.choice("abAB _\n") for _ in range(1 << 16))
+    text = block + block[:5000] + "".join(rng.choice("xyzé") for _ in range(70_000))
+    found = grams.of_text(text, "utf-8").split()
+    assert len(found) == len(set(found))
+    data = text.encode().lower()
+    assert set(found) == {data[i : i + 3].hex() for i in range(len(data) - 2)}

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import note
 from kbindex.daemon.indexing import documents, grams
+from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.store import Store
 
@@ -52,6 +53,33 @@ def test_trigrams_of_an_8_mb_text_take_a_few_times_a_chunk_not_the_text() -> Non
     # temporaries took about 16 bytes per byte of text.
     assert peak < len(text) + 24 * MB
     assert set(tokens.split()) == windows(text.encode().lower())
+
+
+def _resident_kb(start: int, size: int) -> int:
+    """Resident KB of the mappings over ``size`` bytes at ``start`` (/proc/self/smaps;
+    an madvise splits a mapping in two)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            low, high = (int(x, 16) for x in head.split("-"))
+            inside = low < start + size and start < high
+        elif inside and head == "Rss:":
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux /proc")
+def test_the_scratch_table_holds_only_the_pages_a_text_touches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(grams, "_tables", [])  # a fresh table, untouched
+    # 40 trigrams far apart in the table: 40 pages, or 40 huge pages of 2 MB each if
+    # the table were advised for them (numpy does so for its own large arrays).
+    text = " ".join(f"{chr(0x21 + i)}{chr(0x21 + i)}" for i in range(40))
+    assert len(grams.of_text(text, "utf-8").split()) >= 40
+    table = grams._table()
+    assert _resident_kb(table.ctypes.data, table.nbytes) < 1024
 
 
 def test_every_trigram_once_across_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -114,5 +142,32 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
         vocabulary = {t for (t,) in conn.execute(f"SELECT term FROM {schema.VOCABULARY}")}
         assert name.split("_")[1].lower() not in vocabulary
         assert "smallword2" in vocabulary
+    finally:
+        store.close()
+
+
+def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: Path) -> None:
+    lib = _sqlite_library()
+    store = Store(tmp_path / "index.sqlite3")
+    store.open()
+    try:
+        conn = store.writer
+        store.apply([note("warm.md", "warm up")], [])
+        big = identifiers(60_000, seed=3)  # 3.2 MB, about 180,000 distinct terms
+        before = lib.sqlite3_memory_used()
+        lib.sqlite3_memory_highwater(1)
+        store.apply([note("big.h", big)], [])
+        grown = lib.sqlite3_memory_highwater(0) - before
+        # Each table's pending terms written out before the next table's come: 25 times
+        # the text; with docs' still held while docs_exact took the same words, 37 times.
+        assert grown < 30 * len(big)
+        # Written out inside the transaction, not at its commit.
+        conn.execute("BEGIN")
+        segments = conn.execute("SELECT count(*) FROM docs_data").fetchone()[0]
+        _, loaded = note("big2.h", big.lower())
+        assert isinstance(loaded, Loaded)
+        documents.insert(conn, [documents.entry(99, documents.prepare("big2.h", loaded))])
+        assert conn.execute("SELECT count(*) FROM docs_data").fetchone()[0] > segments
+        conn.execute("ROLLBACK")
     finally:
         store.close()

@@ -182,15 +182,27 @@ def _write(
 ) -> None:
     """Run ``sql`` (``json_each(?)`` over ``[rowid, *values]`` items) on ``rows``, a
     statement per STATEMENT_CHARS of text; ``large`` (``?`` for the rowid, then one
-    per value) on each row of LARGE_ROW_CHARS or more, alone (see LARGE_ROW_CHARS)."""
+    per value) on each row of LARGE_ROW_CHARS or more, alone (see LARGE_ROW_CHARS), its
+    pending terms written out after it (``flush``)."""
     small = []
     for rowid, values in rows:
         if sum(len(v) for v in values) >= LARGE_ROW_CHARS:
             conn.execute(large, (rowid, *values))
+            flush(conn)
         else:
             small.append((rowid, values))
     for chunk in statements(small, _text_chars):
         conn.execute(sql, (as_json((rowid, *values) for rowid, values in chunk),))
+
+
+def flush(conn: sqlite3.Connection) -> None:
+    """Have every FTS5 table written in this transaction write out its pending terms,
+    without committing. FTS5 holds a row's terms in memory until its next row or the
+    commit, at least 128 bytes per distinct term: for one identifier-dense header as
+    much in each table, all alive at once when they come one after another. A savepoint
+    flushes them (SQLite 3.40 has no 'flush' command)."""
+    conn.execute("SAVEPOINT flush")
+    conn.execute("RELEASE flush")
 
 
 def insert(conn: sqlite3.Connection, docs: Sequence[Entry]) -> None:

@@ -15,6 +15,7 @@ every trigram one 24-bit number.
 
 from __future__ import annotations
 
+import mmap
 import threading
 from typing import Final
 
@@ -25,6 +26,9 @@ _SHIFTS: Final = np.arange(20, -1, -4, dtype=np.uint32)
 """The six hex digits of a 24-bit number, most significant first."""
 
 
+MARKS: Final = 1 << 16
+"""Positions have this many numbers in the scratch table (2 bytes a cell: half the
+memory of 4-byte cells, each page of the table covering twice the trigrams)."""
 CHUNK_BYTES: Final = 1 << 20
 """Bytes of a text turned into trigram numbers at a time. The numpy arrays of a chunk
 take about 16 bytes per byte of text: a text of several MB done at once held several
@@ -37,26 +41,35 @@ def of_text(text: str, encoding: str | None) -> str:
     starts = range(0, len(data) - 2, CHUNK_BYTES)
     if not starts:
         return ""
-    # A table indexed by trigram: every position writes its own number into its
-    # trigram's cell, and the one position that reads its own number back is the kept
-    # one. All chunks write before any reads, so that holds across chunks; no sort
-    # (``np.unique`` was most of the indexer's trigram time) and no clearing (a
-    # document reads only the cells it wrote).
+    # A table indexed by trigram: every position writes its number, modulo 2^16, into
+    # its trigram's cell, and a position that reads its own number back is kept. All
+    # chunks write before any reads, so the last writer of each cell is kept and no
+    # trigram is lost; no sort (``np.unique`` over every position was most of the
+    # indexer's trigram time) and no clearing (a document reads only the cells it
+    # wrote). Positions 64 KB apart share a number: past that, what was kept (a few
+    # per distinct trigram) goes through ``np.unique``.
     with _table_lock:
         table = _table()
         for start in starts:
             ids = _ids(data, start)
-            table[ids] = np.arange(start, start + len(ids), dtype=np.int32)
+            table[ids] = _marks(start, len(ids))
         parts = []
         for start in starts:
             if len(starts) > 1:
                 ids = _ids(data, start)
-            parts.append(ids[table[ids] == np.arange(start, start + len(ids), dtype=np.int32)])
+            parts.append(ids[table[ids] == _marks(start, len(ids))])
     unique = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(data) - 2 > MARKS:
+        unique = np.unique(unique)
     digits = np.empty((len(unique), 7), dtype=np.uint8)
     digits[:, :6] = _HEX[(unique[:, None] >> _SHIFTS) & 15]
     digits[:, 6] = 32
     return digits.tobytes().decode("ascii")
+
+
+def _marks(start: int, count: int) -> np.ndarray:
+    """The numbers the positions ``start`` to ``start + count`` write, modulo MARKS."""
+    return np.arange(start, start + count, dtype=np.uint32).astype(np.uint16)
 
 
 def _ids(data: bytes, start: int) -> np.ndarray:
@@ -76,12 +89,19 @@ _tables: list[np.ndarray] = []
 
 
 def _table() -> np.ndarray:
-    """The scratch table: 64 MB of address space, of which only the pages texts touch
+    """The scratch table: 32 MB of address space, of which only the pages texts touch
     become memory. One for the process, behind a lock: one per thread cost as many
     times that memory, and only the indexer's reader calls this while a tree is read
-    (the writer only to take rewritten documents out)."""
+    (the writer only to take rewritten documents out).
+
+    An anonymous mapping of its own, advised against huge pages: numpy advises them for
+    its large arrays, and then a cell written makes 2 MB resident rather than 4 KB, which
+    for source code is most of the table."""
     if not _tables:
-        _tables.append(np.empty(1 << 24, dtype=np.int32))
+        scratch = mmap.mmap(-1, 2 << 24)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):  # Linux only
+            scratch.madvise(mmap.MADV_NOHUGEPAGE)
+        _tables.append(np.frombuffer(scratch, dtype=np.uint16))
     return _tables[0]
 
 
