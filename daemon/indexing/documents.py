@@ -39,10 +39,6 @@ TEXTS: Final = "texts"
 TABLES: Final = (STEMMED, EXACT, GRAMS)
 """The full-text tables (``optimize`` merges each)."""
 _NAMES: Final = ", ".join(COLUMNS)
-_FROM_JSON: Final = ", ".join(f"value->>{i}" for i in range(len(COLUMNS) + 1))
-"""rowid and the columns, from each ``[rowid, name, title, ...]`` of a JSON array."""
-_EXACT_JSON: Final = "value->>0, value->>1 FROM json_each(?)"
-"""rowid and text, from each ``[rowid, text]`` of a JSON array (``docs_exact``)."""
 _encode = msgspec.json.Encoder().encode
 IN_JSON: Final = "(SELECT value FROM json_each(?))"
 """The values of a JSON array (``as_json``), for ``IN``."""
@@ -176,14 +172,21 @@ def _text_chars(row: tuple[int, tuple[str, ...]]) -> int:
 
 def _write(
     conn: sqlite3.Connection,
-    sql: str,
+    into: str,
     rows: Sequence[tuple[int, tuple[str, ...]]],
-    large: str,
+    first: str = "",
 ) -> None:
-    """Run ``sql`` (``json_each(?)`` over ``[rowid, *values]`` items) on ``rows``, a
-    statement per STATEMENT_CHARS of text; ``large`` (``?`` for the rowid, then one
-    per value) on each row of LARGE_ROW_CHARS or more, alone (see LARGE_ROW_CHARS), its
-    pending terms written out after it (``flush``)."""
+    """``into`` (``INSERT INTO table(columns)``) the ``(rowid, values)`` of ``rows``,
+    each after the SQL value ``first`` if given (``'delete', ``): a statement per
+    STATEMENT_CHARS of text, each taking a JSON array of ``[rowid, *values]`` items;
+    a row of LARGE_ROW_CHARS or more alone, with plain parameters (see
+    LARGE_ROW_CHARS), its pending terms written out after it (``flush``)."""
+    if not rows:
+        return
+    width = len(rows[0][1])
+    fields = ", ".join(f"value->>{i}" for i in range(width + 1))
+    sql = f"{into} SELECT {first}{fields} FROM json_each(?)"
+    large = f"{into} VALUES ({first}?{', ?' * width})"
     small = []
     for rowid, values in rows:
         if sum(len(v) for v in values) >= LARGE_ROW_CHARS:
@@ -208,19 +211,12 @@ def flush(conn: sqlite3.Connection) -> None:
 def insert(conn: sqlite3.Connection, docs: Sequence[Entry]) -> None:
     """Add documents to the tables, a statement per STATEMENT_CHARS of text; none of the
     rowids may be there yet."""
-    stemmed = f"INSERT INTO {STEMMED}(rowid, {_NAMES})"
-    _write(
-        conn,
-        f"{stemmed} SELECT {_FROM_JSON} FROM json_each(?)",
-        [(d.rowid, d.row) for d in docs],
-        f"{stemmed} VALUES (?{', ?' * len(COLUMNS)})",
-    )
-    for table, column, values in (
+    for table, names, values in (
+        (STEMMED, _NAMES, [(d.rowid, d.row) for d in docs]),
         (EXACT, "words", [(d.rowid, (d.exact,)) for d in docs]),
         (GRAMS, "grams", [(d.rowid, (d.grams,)) for d in docs if d.grams]),
     ):
-        into = f"INSERT INTO {table}(rowid, {column})"
-        _write(conn, f"{into} SELECT {_EXACT_JSON}", values, f"{into} VALUES (?, ?)")
+        _write(conn, f"INSERT INTO {table}(rowid, {names})", values)
     conn.executemany(
         f"INSERT INTO {TEXTS}(id, name, title, body) VALUES (?, ?, ?, ?)",
         [(d.rowid, d.row[0], d.row[1], d.packed) for d in docs],
@@ -261,20 +257,11 @@ def remove(
         words.append((rowid, (exact,)))
         if not keep_grams and (g := grams.of_text(body, encoding)):
             old_grams.append((rowid, (g,)))
-    delete = "INSERT INTO {0}({0}, rowid, {1}) SELECT 'delete', {2} FROM json_each(?)"
-    one = "INSERT INTO {0}({0}, rowid, {1}) VALUES ('delete', ?{2})"
     for table, names, values in (
         (STEMMED, _NAMES, [(r.rowid, r.row) for r in removed]),
         (EXACT, "words", words),
         (GRAMS, "grams", old_grams),
     ):
-        width = len(values[0][1]) if values else 1
-        from_json = ", ".join(f"value->>{i}" for i in range(width + 1))
-        _write(
-            conn,
-            delete.format(table, names, from_json),
-            values,
-            one.format(table, names, ", ?" * width),
-        )
+        _write(conn, f"INSERT INTO {table}({table}, rowid, {names})", values, "'delete', ")
     conn.execute(f"DELETE FROM {TEXTS} WHERE id IN {IN_JSON}", (ids,))
     return removed
