@@ -11,7 +11,7 @@ from conftest import write
 from grep_helpers import needs_rg
 from ignore_trees import build_worlds, no_git_above, rg_listing
 from kbindex.daemon.indexing.ignore import IgnoreRules
-from kbindex.daemon.indexing.scanner import walk
+from kbindex.daemon.indexing.scanner import Walk, walk
 from kbindex.daemon.settings import RootOptions
 
 
@@ -24,9 +24,14 @@ def rules(root: Path, **options: tuple[str, ...]) -> IgnoreRules:
     )
 
 
+def listed(result: Walk) -> set[str]:
+    """The paths a walk listed."""
+    return {s[0] for s in result.stamps}
+
+
 def walked(root: Path, r: IgnoreRules, start: Path | None = None) -> list[str]:
     result = walk(root, start or root, r)
-    return sorted(s.relpath for s in result.files.values())
+    return sorted(result.seen(s).relpath for s in result.stamps)
 
 
 def test_nested_gitignore_with_negation_and_kbignore_precedence(tmp_path: Path) -> None:
@@ -105,7 +110,7 @@ def test_a_scope_inside_an_ignored_directory_yields_nothing(tmp_path: Path) -> N
     r = rules(root)
     for start in (root / "private" / "sub", root / "private" / "sub" / "x.md"):
         result = walk(root, start, r)
-        assert result.files == {}
+        assert result.stamps == set()
         assert result.ignored.startswith('pattern "private/"')
     assert walk(root, root / "node_modules" / "pkg", r).ignored == "built-in ignore: node_modules/"
 
@@ -235,12 +240,12 @@ def test_a_nested_repository_stops_the_outer_gitignores(tmp_path: Path) -> None:
         f'pattern "*.txt" in {outer}/.gitignore line 1'
     )
     # A walk of one scope (what an event brings) answers as the walk of the root.
-    assert sorted(walk(top, inner, r).files) == [
+    assert sorted(listed(walk(top, inner, r))) == [
         str(inner / "a.txt"),
         str(inner / "deep" / "c.txt"),
         str(inner / "vendor" / "v.md"),
     ]
-    assert walk(top, inner / "deep" / "c.txt", r).files
+    assert listed(walk(top, inner / "deep" / "c.txt", r))
     # A root inside the nested repository: the outer .git above it makes it a work tree.
     assert walked(inner, rules(inner)) == ["a.txt", "deep/c.txt", "secret.md", "vendor/v.md"]
 
@@ -266,16 +271,16 @@ def test_every_scope_answers_as_the_walk_of_the_root(tmp_path: Path, seed: int) 
     root = tmp_path / "root"
     build_worlds(root, seed, 8)
     r = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
-    whole = set(walk(root, root, r).files)
+    whole = listed(walk(root, root, r))
     for directory, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d != ".git"]
         for name in names:
             path = os.path.join(directory, name)
-            alone = set(walk(root, Path(path), r).files)
+            alone = listed(walk(root, Path(path), r))
             assert alone == ({path} & whole), path
             assert (r.explain(str(root), path) is None) == (path in whole), path
         below = {p for p in whole if p.startswith(directory + os.sep)}
-        assert set(walk(root, Path(directory), r).files) == below, directory
+        assert listed(walk(root, Path(directory), r)) == below, directory
 
 
 @pytest.mark.slow  # an rg process per tree
@@ -286,4 +291,4 @@ def test_the_walk_lists_what_ripgrep_lists(tmp_path: Path, seed: int) -> None:
     no_git_above(root.parent)
     build_worlds(root, seed, 10)
     r = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
-    assert sorted(walk(root, root, r).files) == rg_listing(root)
+    assert sorted(listed(walk(root, root, r))) == rg_listing(root)

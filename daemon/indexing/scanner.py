@@ -91,11 +91,6 @@ class Walk:
         path = stamp[0]
         return Seen(path, self.root, path[len(self.root) + 1 :], *stamp[1:])
 
-    @property
-    def files(self) -> dict[str, Seen]:
-        """The files of ``stamps`` by path."""
-        return {s[0]: self.seen(s) for s in self.stamps}
-
 
 def walk(
     root: Path,
