@@ -24,8 +24,9 @@ from kbindex.daemon.storage.index import Counts, Embeddable, File, Hit, SearchRe
 K1: Final = 1.2
 B: Final = 0.75
 """bm25's parameters, FTS5's."""
-_BM25: Final = f"t.idf * u.tf * {K1 + 1} / (u.tf + {K1} * ({1 - B} + {B} * u.length / %s))"
-"""One posting's share of a document's score; the parameter is the mean length."""
+_BM25: Final = f"{{idf}} * {{tf}} * {K1 + 1} / ({{tf}} + {K1} * ({1 - B} + {B} * {{length}} / %s))"
+"""A term's share of a document's score, from the columns named ``idf``, ``tf`` and
+``length`` (``str.format``); the parameter is the mean length."""
 IDF: Final = "greatest(ln(greatest((%s - {df} + 0.5) / ({df} + 0.5), 1)), 1e-6)"
 """FTS5's idf (at least 1e-6) of a term in ``df`` documents of the parameter's. The inner
 ``greatest``: the count of documents is cached (``database``), and a term counted since
@@ -144,7 +145,7 @@ def _ranked(
         ),
         matched AS MATERIALIZED ({matched}),
         scored AS (
-            SELECT u.doc, sum({_BM25}) AS score
+            SELECT u.doc, sum({_BM25.format(idf="t.idf", tf="u.tf", length="u.length")}) AS score
             FROM terms t CROSS JOIN LATERAL (
                 SELECT p.doc, p.tf, p.length FROM kb_postings p
                 WHERE p.lexeme = t.lexeme OFFSET 0
@@ -205,7 +206,7 @@ def _phrases(pieces: tuple[int, ...], only: bool) -> str:
             f" + (SELECT count(DISTINCT s.doc) FROM kb_segments s WHERE s.words @@ {p}))"
         )
         counted.append(f"({p}, {df})")
-    bm25 = f"k.idf * x.tf * {K1 + 1} / (x.tf + {K1} * ({1 - B} + {B} * d.length / %s))"
+    bm25 = _BM25.format(idf="k.idf", tf="x.tf", length="d.length")
     return f""",
         phrases AS MATERIALIZED (
             SELECT k.pq, {IDF.format(df="k.df")} AS idf
