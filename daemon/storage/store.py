@@ -169,10 +169,16 @@ class Store:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
+        with self._writing() as conn, transaction(conn):
+            yield
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """A write on the writer, and what one asks of the checkpoints and ``writes``
+        around it (the write makes its own transaction)."""
         conn = self.writer
         self.checkpoints.before_write(conn)
-        with transaction(conn):
-            yield
+        yield conn
         self.writes += 1
         self.checkpoints.wrote()
 
@@ -244,16 +250,13 @@ class Store:
         """Give the file's free pages back to the file system. A merge leaves the old
         segments' pages free (50-110 MB of a kernel tree's first index); later writes
         would reuse them, but until then the file counts them as index."""
-        conn = self.writer
-        self.checkpoints.before_write(conn)
-        try:
-            # executescript steps the pragma to its end; execute() frees one page.
-            conn.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
-        except BaseException:
-            _roll_back(conn)
-            raise
-        self.writes += 1
-        self.checkpoints.wrote()
+        with self._writing() as conn:
+            try:
+                # executescript steps the pragma to its end; execute() frees one page.
+                conn.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
+            except BaseException:
+                _roll_back(conn)
+                raise
 
     def close(self) -> None:
         # The background checkpoint and the readers first: only the last connection
