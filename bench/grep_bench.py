@@ -38,7 +38,6 @@ import platform
 import random
 import re
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ import anyio
 import common
 from index_bench import warm_cache
 from kbindex.daemon.searching import grep, phrases, ripgrep, trigrams
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
 from kbindex.daemon.storage.store import disk_bytes
 from kbindex.proto.blocking import BlockingClient
@@ -149,7 +149,7 @@ def index_runs(
 
 def trigram_bytes(db: Path) -> dict[str, int]:
     """Bytes of each docs_grams table (dbstat: pages, so free space inside them counts)."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = conn.execute(
             "SELECT name, sum(pgsize) FROM dbstat WHERE name LIKE 'docs_grams%' GROUP BY name"
@@ -161,7 +161,7 @@ def trigram_bytes(db: Path) -> dict[str, int]:
 
 
 def indexed_files(db: Path) -> tuple[list[str], int]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT path, size FROM files WHERE skip_reason IS NULL").fetchall()
     finally:
@@ -175,7 +175,7 @@ def indexed_files(db: Path) -> tuple[list[str], int]:
 def pick(db: Path, paths: list[str], args: argparse.Namespace) -> list[Case]:
     """The patterns of each class: the options given, the rest picked from the tree."""
     rng = random.Random(args.seed)
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     try:
         words = conn.execute(
             f"SELECT term, doc FROM {VOCABULARY} WHERE length(term) >= 5"
@@ -374,7 +374,7 @@ def breakdown(db: Path, case: Case) -> dict[str, Any]:
     """One pattern in-process on a read-only copy of the daemon's connection: the trigram
     query, the candidate lookup, and ``Grepper.run`` (ripgrep over the candidates), each
     the median of 5."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
     flags = ripgrep.Flags(
         case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
     )
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version,
+            "sqlite": sqlite.sqlite_version,
             "rg": subprocess.run(
                 ["rg", "--version"], capture_output=True, text=True
             ).stdout.splitlines()[0],

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 import anyio
 import common
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import disk_bytes
 from kbindex.proto.client import Client
 
@@ -44,7 +44,7 @@ async def _wait_indexed(d: common.Daemon, within: float) -> int:
 def free_bytes(db: Path) -> int:
     """Bytes of the index file on its free list: pages that merges left, counted in the
     file's size until later writes reuse them."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     try:
         (pages,) = conn.execute("PRAGMA freelist_count").fetchone()
         (size,) = conn.execute("PRAGMA page_size").fetchone()

@@ -19,7 +19,6 @@ import os
 import platform
 import random
 import shutil
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import common
 import corpus
 import report
 from kbindex.daemon.searching.query import compile_query, render
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version,
+            "sqlite": sqlite.sqlite_version,
             "platform": platform.platform(),
             "loadavg_before_after": [load_before, os.getloadavg()],
             "git": _git_state(),

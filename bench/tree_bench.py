@@ -41,7 +41,6 @@ import platform
 import random
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ import report
 from index_bench import warm_cache
 from kbindex.daemon.searching.query import compile_query, render
 from kbindex.daemon.searching.searcher import search
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
 from kbindex.daemon.storage.store import Store, disk_bytes
 from kbindex.proto.client import Client
@@ -127,7 +127,7 @@ async def rescans(c: Client, n: int) -> dict[str, Any]:
 
 def vocabulary(db: Path) -> list[tuple[str, int]]:
     """Words of 4+ letters a-z in the daemon's exact-word table, most documents first."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     rows = conn.execute(
         f"SELECT term, doc FROM {VOCABULARY} WHERE length(term) >= 4"
         " AND term NOT GLOB '*[^a-z]*' ORDER BY doc DESC, term"
@@ -142,7 +142,7 @@ def pick_queries(db: Path, bare_db: Path, docs: int, args: argparse.Namespace) -
     words = vocabulary(db)
     middle = sorted(w for w, n in words if docs * 0.002 <= n <= docs * 0.05) or [words[0][0]]
     once = sorted(w for w, n in words if n == 1 and len(w) >= 7) or [words[-1][0]]
-    conn = sqlite3.connect(f"file:{bare_db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{bare_db}?mode=ro", uri=True)
     try:
         usual = written(conn, middle, rng, 20) or middle[:1]
         stem = rng.choice([w for w in usual if len(w) >= 6] or usual)
@@ -160,7 +160,7 @@ def pick_queries(db: Path, bare_db: Path, docs: int, args: argparse.Namespace) -
         conn.close()
 
 
-def written(conn: sqlite3.Connection, words: list[str], rng: random.Random, n: int) -> list[str]:
+def written(conn: sqlite.Connection, words: list[str], rng: random.Random, n: int) -> list[str]:
     """Up to ``n`` of ``words``, in random order, that a document holds as written: the
     exact-word table also holds words the daemon derives (identifiers joined), which
     nobody types and rg never finds."""
@@ -175,7 +175,7 @@ def written(conn: sqlite3.Connection, words: list[str], rng: random.Random, n: i
     return found
 
 
-def phrase_from(conn: sqlite3.Connection, middle: list[str], rng: random.Random) -> str:
+def phrase_from(conn: sqlite.Connection, middle: list[str], rng: random.Random) -> str:
     """Two words side by side in a document holding a middle-frequency word, both of
     middle frequency if such a pair is there."""
     known = set(middle)
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "sqlite": sqlite3.sqlite_version,
+            "sqlite": sqlite.sqlite_version,
             "loadavg_before_after": [load_before, os.getloadavg()],
             "git": common.git("rev-parse", "--short", "HEAD").strip(),
         },

@@ -240,10 +240,14 @@ def with_writable_root(make_daemon: MakeDaemon, base: Path, *extra: str) -> Daem
     return d
 
 
-def note(name: str, text: str) -> tuple[Seen, Loaded | Skipped]:
+def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Loaded | Skipped]:
     """The file ``name`` under the root ``/r``, as a scan sees it and reading it gives:
-    what ``Store.apply`` takes, without a file on disk."""
-    seen = Seen(path=f"/r/{name}", root="/r", relpath=name, size=len(text), mtime_ns=1)
+    what ``Store.apply`` takes, without a file on disk. Under ``root`` instead, the file
+    is written there too: for what reads the files (a hit's snippet, a move)."""
+    where = "/r" if root is None else str(root)
+    if root is not None:
+        write(root / name, text)
+    seen = Seen(path=f"{where}/{name}", root=where, relpath=name, size=len(text), mtime_ns=1)
     return seen, decode(text.encode(), len(text), 1)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 import shutil
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 
@@ -13,13 +12,14 @@ import pytest
 from conftest import note
 from kbindex.daemon.storage import checkpointer
 from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
 
 
-def _file_alone(db: Path, copy: Path) -> sqlite3.Connection:
+def _file_alone(db: Path, copy: Path) -> sqlite.Connection:
     """What the database file holds by itself, without its log: a copy of the file."""
     shutil.copyfile(db, copy)
-    return sqlite3.connect(copy)
+    return sqlite.connect(copy)
 
 
 def test_a_commit_reaches_the_database_file_in_the_background(store: Store, tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_a_long_run_of_batches_keeps_the_log_bounded(
         store.apply(notes, [])
         largest = max(largest, wal.stat().st_size)
     store.checkpoints.settle()
-    with closing(sqlite3.connect(store.db_path)) as conn:
+    with closing(sqlite.connect(store.db_path)) as conn:
         (pages,) = conn.execute("PRAGMA page_count").fetchone()
         (page_size,) = conn.execute("PRAGMA page_size").fetchone()
     # The log restarts instead of growing with the index: at most the limit plus the

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import random
-import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, bump_mtime, write
+from kbindex.daemon.storage.engine import sqlite
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +73,7 @@ async def test_no_change_scan_writes_nothing(daemon: Daemon) -> None:
 
 
 def _db_fingerprint(daemon: Daemon) -> tuple[object, ...]:
-    conn = sqlite3.connect(f"file:{daemon.db_path}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{daemon.db_path}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT max(indexed_at), count(*) FROM files").fetchone()
     finally:

@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import signal
-import sqlite3
 import stat
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, write
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.settings import SettingsError
+from kbindex.daemon.storage.engine import sqlite
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +132,7 @@ async def test_unusable_index_is_kept_aside_and_rebuilt(
         data = db.read_bytes()
         db.write_bytes(data[: len(data) // 3])
     else:
-        conn = sqlite3.connect(db)
+        conn = sqlite.connect(db)
         conn.execute("PRAGMA user_version = 99")
         conn.close()
     for extra in ("-wal", "-shm"):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 
 import pytest
@@ -14,12 +13,13 @@ from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import BadQuery, compile_query, parse
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 
 
 @pytest.fixture(scope="module")
-def fts() -> Iterator[sqlite3.Connection]:
+def fts() -> Iterator[sqlite.Connection]:
     """The full-text tables as the store's migrations create them, with two documents."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = sqlite.connect(":memory:", isolation_level=None)
     schema.create(conn)
     for rowid, (name, text) in enumerate(
         [("a.md", "# Alpha\nthe quick brown fox"), ("b.md", "lazy dogs AND cats")], start=1
@@ -35,7 +35,7 @@ def fts() -> Iterator[sqlite3.Connection]:
 @pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.text(max_size=200), st.sampled_from(["auto", "all", "any"]))
-def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) -> None:
+def test_no_text_input_raises(fts: sqlite.Connection, query: str, mode: str) -> None:
     # The whole read path: prefix terms resolved, the ranked query and the count.
     searcher.search(fts, compile_query(query, mode), 1, None)
 
@@ -44,7 +44,7 @@ def test_no_text_input_raises(fts: sqlite3.Connection, query: str, mode: str) ->
     "query",
     ['"', '""', "-", "*", "AND", "OR NOT", "NEAR(", "a:b", "(((", '"unterminated', "^x", "-*"],
 )
-def test_operator_soup_is_data(fts: sqlite3.Connection, query: str) -> None:
+def test_operator_soup_is_data(fts: sqlite.Connection, query: str) -> None:
     searcher.search(fts, compile_query(query), 1, None)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import threading
 import time
@@ -22,10 +21,10 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
-from kbindex.daemon.indexing import documents
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import DaemonError
 
@@ -87,16 +86,20 @@ class Churn:
 
 
 def disk_state(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Each file's size, mtime and the token of its version (its title)."""
     out = {}
     for path in root.rglob("*.md"):
         st = path.stat()
-        out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, path.read_text())
+        title = path.read_text().partition("\n")[0].removeprefix("# ")
+        out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, title)
     return out
 
 
 def index_state(db: Path) -> dict[str, tuple[int, int, str]]:
-    """What the index holds, after checking its internal consistency."""
-    conn = sqlite3.connect(db)
+    """What the index holds, after checking its internal consistency: each file's
+    size, mtime and title, and each version's token (``Churn``'s titles) finds exactly
+    its file in both word tables (the index keeps no text to compare with the disk)."""
+    conn = sqlite.connect(db)
     try:
         for table in ("docs", "docs_exact"):
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
@@ -104,19 +107,23 @@ def index_state(db: Path) -> dict[str, tuple[int, int, str]]:
             "SELECT count(*) FROM docs WHERE rowid NOT IN (SELECT id FROM files)"
         ).fetchone()[0]
         assert orphans == 0, f"{orphans} documents without a file row"
-        # The exact index holds the same documents.
-        exact_rows = {r for (r,) in conn.execute("SELECT rowid FROM docs_exact")}
-        assert exact_rows == {r for (r,) in conn.execute("SELECT rowid FROM docs")}
+        # The exact index and the titles hold the same documents.
+        held = {r for (r,) in conn.execute("SELECT rowid FROM docs")}
+        assert {r for (r,) in conn.execute("SELECT rowid FROM docs_exact")} == held
+        assert {r for (r,) in conn.execute("SELECT id FROM titles")} == held
         rows = conn.execute(
-            "SELECT f.relpath, f.size, f.mtime_ns, t.body, f.skip_reason"
-            " FROM files f LEFT JOIN texts t ON t.id = f.id"
+            "SELECT f.id, f.relpath, f.size, f.mtime_ns, t.title, f.skip_reason"
+            " FROM files f LEFT JOIN titles t ON t.id = f.id"
         ).fetchall()
-        texts = {r for (r,) in conn.execute("SELECT id FROM texts")}
-        assert texts == {r for (r,) in conn.execute("SELECT rowid FROM docs")}
+        assert all(skip is None and title is not None for *_, title, skip in rows), rows[:3]
+        for file_id, rel, *_, title, _ in rows:
+            for table in ("docs", "docs_exact") if title else ():
+                sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ?"
+                found = conn.execute(sql, (f'"{title}"',)).fetchall()
+                assert found == [(file_id,)], (rel, title, table, found)
     finally:
         conn.close()
-    assert all(skip is None and body is not None for *_, body, skip in rows), rows[:3]
-    return {rel: (size, mtime, documents.unpack(body)) for rel, size, mtime, body, _ in rows}
+    return {rel: (size, mtime, title) for _, rel, size, mtime, title, _ in rows}
 
 
 def assert_index_equals_disk(d: Daemon) -> None:
@@ -203,7 +210,7 @@ async def test_more_damage_is_detected_or_harmless(make_daemon: MakeDaemon, dama
         # A WAL from another database (a restored backup, a copied state dir): SQLite
         # sees the salt mismatch and ignores it.
         other = d.base / "other.sqlite3"
-        conn = sqlite3.connect(other)
+        conn = sqlite.connect(other)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute("CREATE TABLE t(x)")
@@ -257,14 +264,11 @@ async def test_unwritable_state_dir_fails_fast_with_a_clear_message(
         d.state_dir.chmod(0o700)
 
 
-def _damage_stored_text(db: Path) -> None:
-    # Damage the kept (compressed) bodies, not the b-tree: the middle bytes of each
-    # are overwritten, as a bad sector would, at the same length.
-    conn = sqlite3.connect(db)
-    for rowid, body in conn.execute("SELECT id, body FROM texts").fetchall():
-        middle = len(body) // 2
-        damaged = body[: middle - 2] + b"\xff\xfe\x00\x13" + body[middle + 2 :]
-        conn.execute("UPDATE texts SET body = ? WHERE id = ?", (damaged, rowid))
+def _damage_titles(db: Path) -> None:
+    # Bytes of stored text damaged, not the b-tree: each title becomes invalid UTF-8,
+    # as a bad sector would leave it.
+    conn = sqlite.connect(db)
+    conn.execute("UPDATE titles SET title = CAST(x'fffe00ff' AS TEXT)")
     conn.commit()
     conn.close()
 
@@ -272,14 +276,14 @@ def _damage_stored_text(db: Path) -> None:
 def _damage_index_segments(db: Path) -> None:
     # The inverted index's blocks, rewritten with noise of the same length: the
     # b-tree stays valid (quick_check says ok), FTS5 reports SQLITE_CORRUPT_VTAB.
-    conn = sqlite3.connect(db)
+    conn = sqlite.connect(db)
     conn.execute("UPDATE docs_data SET block = randomblob(length(block)) WHERE id > 10")
     conn.commit()
     conn.close()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [_damage_stored_text, _damage_index_segments])
+@pytest.mark.parametrize("damage", [_damage_titles, _damage_index_segments])
 async def test_damage_found_while_serving_rebuilds_in_the_background(
     make_daemon: MakeDaemon, damage: Callable[[Path], None]
 ) -> None:

@@ -10,7 +10,6 @@ from them.
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 
 import pytest
@@ -21,6 +20,7 @@ from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import grep, phrases, trigrams
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 
 pytestmark = [pytest.mark.slow, needs_rg]
 
@@ -52,7 +52,7 @@ def test_candidates_hold_every_file_rg_reports(
     end = data.draw(st.integers(start + 1, len(source)))
     literal = source[start:end]
     root = tmp_path_factory.mktemp("phrases")
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = sqlite.connect(":memory:", isolation_level=None)
     schema.create(conn)
     for i, text in enumerate(lines):
         raw = text.encode("cp1252", "ignore") if cp1252 and i % 2 else text.encode()

@@ -13,7 +13,6 @@ which are left out).
 from __future__ import annotations
 
 import re
-import sqlite3
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +21,7 @@ from kbindex.daemon.indexing import documents, grams
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import grep, trigrams
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 
 LETTERS = "abcksxyzABCKSXYZ"
 SPECIAL = "é\u00c9σςΣµμßẞ\u212a\u017fǅΩ\u2126ω日本🙂"
@@ -203,7 +203,7 @@ def test_queries_stay_shallow_enough_for_fts5() -> None:
     query = trigrams.required(nested)
     assert query is not None and _depth(query) <= trigrams.MAX_DEPTH
     assert satisfied(query, tokens("xx cd000cd001ab002 yy"))
-    conn = sqlite3.connect(":memory:")
+    conn = sqlite.connect(":memory:")
     schema.create(conn)
     grep.candidates(conn, query, None, [], [])
     assert trigrams.required("(" * 5000) is None  # deeper than Python's stack: ANY
@@ -230,7 +230,7 @@ def test_the_index_admits_every_file_with_a_match(
     whole = st.from_regex(compiled, fullmatch=True)
     made = data.draw(st.lists(st.one_of(whole, st.from_regex(compiled)), min_size=1, max_size=3))
     texts = [t[:matching_limit] for t in made]
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = sqlite.connect(":memory:", isolation_level=None)
     schema.create(conn)
     want = set()
     for i, text in enumerate(_clean(t) for t in texts):

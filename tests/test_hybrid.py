@@ -4,6 +4,8 @@ fusion does with given similarities is the point)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from conftest import note
 from kbindex.daemon.searching import hybrid
@@ -17,7 +19,7 @@ QUERY = np.array([1.0, 0.0], dtype=np.float32)
 
 def ids(store: Store) -> dict[str, int]:
     with store.reader() as conn:
-        return {p.removeprefix("/r/"): i for p, i in conn.execute("SELECT path, id FROM files")}
+        return dict(conn.execute("SELECT relpath, id FROM files"))
 
 
 def vector(cosine: float) -> np.ndarray:
@@ -74,9 +76,9 @@ def test_a_file_without_passages_is_ranked_by_its_words_alone(store: Store) -> N
     assert run(store, matrix, "lantern") == ["big.md", "small.md", "far.md"]
 
 
-def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store) -> None:
+def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store, tmp_path: Path) -> None:
     text = "# Lamps\n\nintro line\n\nthe glowing paper lights of the night market\n"
-    store.apply([note("lamps.md", text), note("other.md", "lantern")], [])
+    store.apply([note("lamps.md", text, tmp_path), note("other.md", "lantern", tmp_path)], [])
     found = ids(store)
     matrix = Matrix(2)
     rows = np.concatenate([vector(0.1), vector(0.95)])

@@ -3,17 +3,15 @@ times its size: the trigram numbers are made a chunk at a time, and SQLite gets 
 document as plain parameters rather than through its JSON functions. Kernel-size trees
 hold headers of 8-10 MB; each of them set the daemon's peak memory.
 
-SQLite's own allocations are read with ``sqlite3_memory_highwater`` from the shared
-library the ``sqlite3`` module uses (skipped where it is linked in statically, as the
-figure is then out of reach). Nothing is mocked.
+SQLite's own allocations are read with ``sqlite3_memory_highwater`` from the library
+the daemon's connections use (``engine``). Nothing is mocked.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import importlib.util
 import random
-import sqlite3
 import tracemalloc
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from conftest import note
 from kbindex.daemon.indexing import documents, grams
 from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
 
 MB = 1 << 20
@@ -94,16 +93,17 @@ def test_every_trigram_once_across_chunk_boundaries(monkeypatch: pytest.MonkeyPa
 
 
 def _sqlite_library() -> ctypes.CDLL:
-    name = ctypes.util.find_library("sqlite3")
-    if name is None:
-        pytest.skip("no shared SQLite library to read the memory figures from")
-    lib = ctypes.CDLL(name)
+    """The SQLite library the daemon's connections use (``engine``): sqlean.py links it
+    into its extension module and exports its functions, so loading that file again
+    gives the same library, with the same memory counters."""
+    spec = importlib.util.find_spec("sqlean._sqlite3")
+    assert spec is not None and spec.origin is not None
+    lib = ctypes.CDLL(spec.origin)
     lib.sqlite3_memory_used.restype = ctypes.c_int64
     lib.sqlite3_memory_highwater.restype = ctypes.c_int64
-    probe = sqlite3.connect(":memory:")
+    probe = sqlite.connect(":memory:")
     try:
-        if lib.sqlite3_memory_used() <= 0:
-            pytest.skip("the sqlite3 module does not use the shared SQLite library")
+        assert lib.sqlite3_memory_used() > 0, "not the library the connections use"
     finally:
         probe.close()
     return lib

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import random
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, write
+from conftest import Daemon, note, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.indexing import documents
@@ -23,6 +22,7 @@ from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
 
 SYLLABLES = [
@@ -274,9 +274,9 @@ async def test_natural_language_never_empty_for_one_missing_word(daemon: Daemon)
 
 
 @pytest.fixture(scope="module")
-def tables() -> Iterator[sqlite3.Connection]:
+def tables() -> Iterator[sqlite.Connection]:
     """Both full-text tables as the store creates them, holding a few documents."""
-    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn = sqlite.connect(":memory:", isolation_level=None)
     schema.create(conn)
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
@@ -300,14 +300,14 @@ CJK = st.text(alphabet="東京都にすんでいま서울ภาษาไทย�
     st.lists(st.one_of(TRICKY, WORDS, CJK, st.text(max_size=8)), max_size=12),
     st.sampled_from(["auto", "all", "any"]),
 )
-def test_no_mixed_input_raises(tables: sqlite3.Connection, pieces: list[str], mode: str) -> None:
+def test_no_mixed_input_raises(tables: sqlite.Connection, pieces: list[str], mode: str) -> None:
     """Identifiers, CJK, Thai and operator soup together still compile to valid FTS5."""
     searcher.search(tables, compile_query(" ".join(pieces), mode), 1, None)
 
 
 def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
     db = tmp_path / "index.sqlite3"
-    conn = sqlite3.connect(db)
+    conn = sqlite.connect(db)
     conn.executescript(schema.MIGRATIONS[1] + "PRAGMA user_version = 1;")
     conn.execute(
         "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
@@ -341,9 +341,11 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
 
     try:
         text = "def parseHttpRequest(): pass  # 東京都\n"
-        seen = Seen(path="/r/a.py", root="/r", relpath="a.py", size=len(text), mtime_ns=1)
-        s.apply([(seen, decode(text.encode(), len(text), 1))], [])
-        assert s.move("/r/a.py", "/r/renamed/moved.py", "/r") == 1
+        r = tmp_path / "r"
+        s.apply([note("a.py", text, r)], [])
+        write(r / "renamed" / "moved.py", text)  # the rename, on disk
+        (r / "a.py").unlink()
+        assert s.move(f"{r}/a.py", f"{r}/renamed/moved.py", str(r)) == 1
         with s.reader() as conn:
             found = conn.execute(
                 "SELECT f.relpath FROM docs_exact d JOIN files f ON f.id = d.rowid"
@@ -352,7 +354,7 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         assert found == [("renamed/moved.py",)]
         check("moved AND parse", 1)
         check("a", 0)  # the old name is gone from both
-        s.apply([], ["/r/renamed/moved.py"])
+        s.apply([], [f"{r}/renamed/moved.py"])
         check("parse OR moved", 0)
         # A root removed at runtime leaves neither table holding its words.
         seen = Seen(path="/r2/b.md", root="/r2", relpath="b.md", size=len(text), mtime_ns=1)

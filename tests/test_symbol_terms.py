@@ -5,13 +5,13 @@ itself, never a fragment of another word (``semanti-cs``, ``Net-work``)."""
 from __future__ import annotations
 
 import re
-import sqlite3
 
 import pytest
 from conftest import Daemon, MakeDaemon, write
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.searching.passages import best_passage
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 
 pytestmark = pytest.mark.anyio
@@ -105,7 +105,7 @@ async def test_an_index_from_version_4_learns_the_symbol_tokens(make_daemon: Mak
     # What version 4 wrote: the same rows without symbol tokens, and the unstemmed index
     # in a file of its own (none here: the upgrade deletes it anyway).
     # (Its ``docs`` stored text; the migrations since make every table anew.)
-    conn = sqlite3.connect(d.db_path)
+    conn = sqlite.connect(d.db_path)
     conn.executescript(
         "DROP TABLE docs_exact_words; DROP TABLE docs_exact; DROP TABLE docs_grams;"
         " DROP TABLE texts; DROP TABLE docs;"
@@ -118,7 +118,7 @@ async def test_an_index_from_version_4_learns_the_symbol_tokens(make_daemon: Mak
     await d.start()
     assert set(await d.search_paths("C++")) == {"cpp.md", "cpp17.md"}
     assert await d.search_paths(".NET") == ["dotnet.md"]
-    conn = sqlite3.connect(d.db_path)
+    conn = sqlite.connect(d.db_path)
     try:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     finally:

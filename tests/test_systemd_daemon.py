@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import RefreshReply
 
@@ -167,7 +167,7 @@ async def test_sigterm_during_large_index_then_restart_equals_disk(
 
 def _assert_consistent(d: Daemon) -> None:
     """Every row in files has exactly one document, and every document a file on disk."""
-    conn = sqlite3.connect(f"file:{d.db_path}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{d.db_path}?mode=ro", uri=True)
     try:
         files = dict(conn.execute("SELECT id, path FROM files WHERE skip_reason IS NULL"))
         docs = {r for (r,) in conn.execute("SELECT rowid FROM docs")}

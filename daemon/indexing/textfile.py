@@ -199,6 +199,19 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
     return decode(data, st.st_size, st.st_mtime_ns)
 
 
+def current_text(path: str, root: str, indexed_size: int) -> str:
+    """The text of an indexed file as it is on disk now, for its passages (a hit's
+    snippet, what search by meaning embeds): the index keeps no copy. "" if it is gone,
+    no longer text, or has grown past twice its indexed size and 1 MiB (a passage of a
+    file edited since it was indexed is not worth reading a huge file whole; the
+    indexer reads it again anyway)."""
+    try:
+        loaded = load(path, 2 * indexed_size + (1 << 20), within=root)
+    except (Vanished, Escaped):
+        return ""
+    return loaded.text if isinstance(loaded, Loaded) else ""
+
+
 def decode(data: bytes, size: int, mtime_ns: int) -> Loaded | Skipped:
     text, encoding = _decode_bytes(data)
     if text is None:

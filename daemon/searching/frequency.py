@@ -15,24 +15,24 @@ rule, not a shortcut: ``tests/test_common_words.py`` pins it.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Final
 
 from kbindex.daemon.indexing.documents import STEMMED
 from kbindex.daemon.searching.query import Alternatives, Expr, has_prefix, render
+from kbindex.daemon.storage.engine import sqlite
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""
 
 
-def documents(conn: sqlite3.Connection) -> int:
+def documents(conn: sqlite.Connection) -> int:
     """How many documents the index holds (FTS5's own table of their sizes: one count
     of a small table)."""
     row = conn.execute(f"SELECT count(*) FROM {STEMMED}_docsize").fetchone()
     return int(row[0])
 
 
-def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[Expr, ...] | None:
+def selective(conn: sqlite.Connection, alternatives: Alternatives) -> tuple[Expr, ...] | None:
     """The items of ``alternatives`` that are not common, when some are common and some
     are not; None when leaving nothing out (all common, or none). Prefix terms stand for
     words resolved later: they are never common here."""
@@ -45,7 +45,7 @@ def selective(conn: sqlite3.Connection, alternatives: Alternatives) -> tuple[Exp
     return kept if kept and len(kept) < len(items) else None
 
 
-def _held_by(conn: sqlite3.Connection, item: str, cap: int) -> int:
+def _held_by(conn: sqlite.Connection, item: str, cap: int) -> int:
     """How many documents match ``item``, counting no further than ``cap``: a common
     word stops the count early."""
     row = conn.execute(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE
@@ -30,6 +29,7 @@ from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path, real_path
 from kbindex.daemon.searching import phrases, ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import is_damage
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import GREP_LINE_CHARS
@@ -100,7 +100,7 @@ grep reads every file."""
 
 
 def candidates(
-    conn: sqlite3.Connection,
+    conn: sqlite.Connection,
     query: trigrams.Query,
     path_filter: str | None,
     pending: Sequence[str],
@@ -148,7 +148,7 @@ def candidates(
             f" FROM json_each(?)) f WHERE {cond}",
             [as_json(new), *path_params],
         ).fetchall()
-    except sqlite3.OperationalError as exc:
+    except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
         raise TooSlow("finding the candidate files took too long; narrow the path") from None

@@ -22,7 +22,6 @@ prefix begin with it too, and the exactness check still applies.
 
 from __future__ import annotations
 
-import sqlite3
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Final
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.indexing.tokens import fts5_string
 from kbindex.daemon.searching.query import Expr
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
 
 MAX_WORDS: Final = 64
@@ -51,7 +51,7 @@ class Resolved:
 
 
 def resolve(
-    conn: sqlite3.Connection, match: Expr, required: Sequence[str], excluded: Sequence[str]
+    conn: sqlite.Connection, match: Expr, required: Sequence[str], excluded: Sequence[str]
 ) -> Resolved:
     """``match`` with its prefix terms expanded on the exact index, and the exactness
     checks of the ``required`` and ``excluded`` terms."""
@@ -63,7 +63,7 @@ def resolve(
     return Resolved(expanded, require, exclude)
 
 
-def _expand(conn: sqlite3.Connection, text: str) -> str:
+def _expand(conn: sqlite.Connection, text: str) -> str:
     """The expression for the prefix term ``text``."""
     found = list(tokens.WORD.finditer(text))
     if not found:

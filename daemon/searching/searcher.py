@@ -7,15 +7,16 @@ it, so a pathological query costs its caller a clear error, not the daemon its t
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kbindex.daemon.indexing.documents import EXACT, STEMMED, TEXTS, unpack
+from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
+from kbindex.daemon.indexing.textfile import current_text
 from kbindex.daemon.searching import frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import Counts, File, Hit, SearchResult
 from kbindex.daemon.storage.store import is_damage
 
@@ -66,7 +67,7 @@ def path_condition(raw_filter: str | None, prefix: str = "f") -> tuple[str, list
 class Deadline:
     """Interrupts SQLite statements on ``conn`` once ``seconds`` have passed."""
 
-    def __init__(self, conn: sqlite3.Connection, seconds: float) -> None:
+    def __init__(self, conn: sqlite.Connection, seconds: float) -> None:
         self.expires = time.monotonic() + seconds
         conn.set_progress_handler(self._check, 10_000)
 
@@ -75,7 +76,7 @@ class Deadline:
 
 
 def search(
-    conn: sqlite3.Connection,
+    conn: sqlite.Connection,
     compiled: Compiled,
     limit: int,
     path_filter: str | None,
@@ -87,7 +88,7 @@ def search(
 
 
 def rank(
-    conn: sqlite3.Connection, compiled: Compiled, limit: int, path_filter: str | None
+    conn: sqlite.Connection, compiled: Compiled, limit: int, path_filter: str | None
 ) -> tuple[list[tuple[int, float]], int, str]:
     """The best ``limit`` documents' ids with their bm25 score (higher is better), how
     many match, and the mode that found them: ``search`` without the hits' text, for
@@ -98,7 +99,7 @@ def rank(
 
 
 def _in_transaction(
-    conn: sqlite3.Connection, compiled: Compiled, query: _Query
+    conn: sqlite.Connection, compiled: Compiled, query: _Query
 ) -> tuple[list[Any], int, str]:
     if compiled.match is None:
         return [], 0, compiled.mode
@@ -114,7 +115,7 @@ def _in_transaction(
 
 
 def _search(
-    conn: sqlite3.Connection, compiled: Compiled, query: _Query
+    conn: sqlite.Connection, compiled: Compiled, query: _Query
 ) -> tuple[list[Any], int, str]:
     assert compiled.match is not None
     excluded = compiled.excluded_prefixes
@@ -131,8 +132,8 @@ def _search(
 
 def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     hits = []
-    for _id, path, root, relpath, size, mtime_ns, title, packed, score in rows:
-        snippet, line = passages.shown(unpack(packed), needles)
+    for _id, path, root, relpath, size, mtime_ns, title, score in rows:
+        snippet, line = passages.shown(current_text(path, root, size), needles)
         hits.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
         )
@@ -149,7 +150,7 @@ class _Query:
     """Rows of (rowid, bm25) only: no files row, no text."""
 
     def run_any(
-        self, conn: sqlite3.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
+        self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
     ) -> tuple[list[Any], int]:
         """An ``any`` expression, its common items left out where the rest still fill
         the list (see ``frequency``)."""
@@ -162,7 +163,7 @@ class _Query:
 
     def run(
         self,
-        conn: sqlite3.Connection,
+        conn: sqlite.Connection,
         match: Expr,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
@@ -186,7 +187,7 @@ class _Query:
             else:
                 rows = self._ranked(conn, source, args)
                 total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
-        except sqlite3.OperationalError as exc:
+        except sqlite.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
             message = str(exc)
@@ -195,29 +196,29 @@ class _Query:
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
         return rows, total
 
-    def _ranked(self, conn: sqlite3.Connection, source: str, args: list[object]) -> list[Any]:
+    def _ranked(self, conn: sqlite.Connection, source: str, args: list[object]) -> list[Any]:
         """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid
         and what a hit shows of each, best first (by bm25, ties by rowid).
 
         Why a subquery rather than ``ORDER BY rank``: SQLite keeps only the best LIMIT
         rows as it scores them, where FTS5 would sort every match; the conditions in
         ``source`` run before bm25, so only the rows they keep are scored; and the
-        body is read for the rows returned only. No snippet() here: see ``passages``."""
+        files are read for the rows returned only. No snippet() here: see ``passages``."""
         ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
         if self.ids_only:
             sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
             return conn.execute(sql, [*args, self.limit]).fetchall()
         sql = f"""
-            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body, s.score
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, s.score
             FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source}
                   ORDER BY score, id LIMIT ?) s
-            JOIN {TEXTS} t ON t.id = s.id JOIN files f ON f.id = s.id
+            JOIN {TITLES} t ON t.id = s.id JOIN files f ON f.id = s.id
             ORDER BY s.score, s.id
         """
         return conn.execute(sql, [*args, self.limit]).fetchall()
 
     def _ranked_counted(
-        self, conn: sqlite3.Connection, source: str, args: list[object]
+        self, conn: sqlite.Connection, source: str, args: list[object]
     ) -> tuple[list[Any], int]:
         """``_ranked``'s rows and how many documents ``source`` finds, in one pass over
         its matches: every (rowid, score) is kept in a temporary table, then counted
@@ -233,14 +234,14 @@ class _Query:
             return [row[:2] for row in rows], rows[0][2] if rows else 0
         sql = f"""
             {scored}
-            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body, s.score,
+            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, s.score,
                 s.total
             FROM ({best}) s
-            JOIN {TEXTS} t ON t.id = s.id JOIN files f ON f.id = s.id
+            JOIN {TITLES} t ON t.id = s.id JOIN files f ON f.id = s.id
             ORDER BY s.score, s.id
         """
         rows = conn.execute(sql, [*args, self.limit]).fetchall()
-        return [row[:9] for row in rows], rows[0][9] if rows else 0
+        return [row[:8] for row in rows], rows[0][8] if rows else 0
 
 
 def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:
@@ -258,12 +259,12 @@ def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:
     return sql, exact
 
 
-def _count(conn: sqlite3.Connection, source: str, args: Sequence[object]) -> int:
+def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
     """How many rows ``SELECT ... FROM source`` finds."""
     return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
-def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[File], int]:
+def find_files(conn: sqlite.Connection, glob: str, limit: int) -> tuple[list[File], int]:
     cond, params = path_condition(glob or "*")
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
@@ -274,7 +275,7 @@ def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[Fi
             [*params, limit],
         ).fetchall()
         total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
-    except sqlite3.OperationalError as exc:
+    except sqlite.OperationalError as exc:
         if is_damage(exc):
             raise
         if "interrupted" in str(exc):
@@ -284,7 +285,7 @@ def find_files(conn: sqlite3.Connection, glob: str, limit: int) -> tuple[list[Fi
     return files, total
 
 
-def file_state(conn: sqlite3.Connection, path: str) -> tuple[str | None, str | None] | None:
+def file_state(conn: sqlite.Connection, path: str) -> tuple[str | None, str | None] | None:
     """(skip_reason, skip_detail) of a known file, or None when the index has no row."""
     row = conn.execute(
         "SELECT skip_reason, skip_detail FROM files WHERE path = ?", (path,)
@@ -292,7 +293,7 @@ def file_state(conn: sqlite3.Connection, path: str) -> tuple[str | None, str | N
     return None if row is None else (row[0], row[1])
 
 
-def holds(conn: sqlite3.Connection, path: str) -> bool:
+def holds(conn: sqlite.Connection, path: str) -> bool:
     """Whether the index has a row for ``path``, or for anything under it as a directory
     ('0' sorts right after '/')."""
     row = conn.execute(
@@ -302,7 +303,7 @@ def holds(conn: sqlite3.Connection, path: str) -> bool:
     return row is not None
 
 
-def counts(conn: sqlite3.Connection) -> Counts:
+def counts(conn: sqlite.Connection) -> Counts:
     indexed = 0
     skipped: dict[str, int] = {}
     for reason, n in conn.execute("SELECT skip_reason, count(*) FROM files GROUP BY 1"):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections import deque
@@ -32,6 +31,7 @@ from kbindex.daemon.semantic import chunks
 from kbindex.daemon.semantic.encoder import Encoder, EncoderUnavailable
 from kbindex.daemon.semantic.matrix import Matrix
 from kbindex.daemon.semantic.vectors import Span, VectorFile
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import Index
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class Embedder:
         try:
             self.encoder.load()
             self.vectors.open(self.encoder.name, self.encoder.dim)
-        except (EncoderUnavailable, OSError, sqlite3.Error) as exc:
+        except (EncoderUnavailable, OSError, sqlite.Error) as exc:
             self.progress.state, self.progress.detail = "unavailable", str(exc)
             log.warning("search by meaning is unavailable: %s; searches use words", exc)
             return False

@@ -20,7 +20,6 @@ Tables:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import disk_bytes, transaction
 
 SCHEMA_VERSION: Final = 1
@@ -64,28 +64,28 @@ class VectorFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._conn: sqlite3.Connection | None = None
+        self._conn: sqlite.Connection | None = None
 
     def open(self, model: str, dim: int) -> None:
         """Open (creating) the file for ``model``'s vectors of ``dim`` numbers. A file
         that cannot be read is replaced: it holds nothing the files cannot give again."""
         try:
             self._conn = self._connect(model, dim)
-        except sqlite3.DatabaseError:
+        except sqlite.DatabaseError:
             self.close()
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             self._conn = self._connect(model, dim)
 
-    def _connect(self, model: str, dim: int) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+    def _connect(self, model: str, dim: int) -> sqlite.Connection:
+        conn = sqlite.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.executescript(_SCHEMA)
         (check,) = conn.execute("PRAGMA quick_check").fetchone()
         if check != "ok":
             conn.close()
-            raise sqlite3.DatabaseError(f"quick_check failed: {check}")
+            raise sqlite.DatabaseError(f"quick_check failed: {check}")
         wanted = {"model": model, "dim": str(dim), "version": str(SCHEMA_VERSION)}
         found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         if found != wanted:
@@ -96,14 +96,14 @@ class VectorFile:
         return conn
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> sqlite.Connection:
         if self._conn is None:
             raise RuntimeError("vector file is not open")
         return self._conn
 
     def close(self) -> None:
         if self._conn is not None:
-            with suppress(sqlite3.Error):
+            with suppress(sqlite.Error):
                 self._conn.close()
             self._conn = None
 

@@ -18,11 +18,12 @@ transaction then restarts the log (and ``journal_size_limit`` trims the file).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import closing
 from pathlib import Path
 from typing import Final
+
+from kbindex.daemon.storage.engine import sqlite
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Checkpointer:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="kbindex-checkpoint")
         self._queued = self._executor.submit(self._checkpoint)
 
-    def before_write(self, writer: sqlite3.Connection) -> None:
+    def before_write(self, writer: sqlite.Connection) -> None:
         """Before a write transaction on ``writer`` (not in a transaction): when the log
         has outgrown LOG_LIMIT_BYTES, finish copying it so this transaction restarts it."""
         if self.log_bytes <= LOG_LIMIT_BYTES:
@@ -66,7 +67,7 @@ class Checkpointer:
         # left, and then SQLite neither copies nor syncs.
         try:
             writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:
+        except sqlite.Error as exc:
             log.debug("checkpoint before a write failed: %s", exc)
         self.log_bytes = 0
 
@@ -86,10 +87,10 @@ class Checkpointer:
     def _checkpoint(self) -> None:
         try:
             # mode=rw: a file that is gone (a rebuild moved it aside) is not created.
-            with closing(sqlite3.connect(f"file:{self.path}?mode=rw", uri=True)) as conn:
+            with closing(sqlite.connect(f"file:{self.path}?mode=rw", uri=True)) as conn:
                 row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 (page,) = conn.execute("PRAGMA page_size").fetchone()
-        except sqlite3.Error as exc:
+        except sqlite.Error as exc:
             # Never fatal: the writer's own checkpoints (the end of a refresh, close)
             # copy whatever is left.
             log.debug("background checkpoint of %s failed: %s", self.path, exc)

@@ -11,20 +11,19 @@ client must only ever see the rebuild).
 from __future__ import annotations
 
 import queue
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from kbindex.daemon.storage.engine import sqlite
 
-def connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+
+def connect(path: Path, *, readonly: bool) -> sqlite.Connection:
     if readonly:
-        conn = sqlite3.connect(
-            f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30
-        )
+        conn = sqlite.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=30)
     else:
-        conn = sqlite3.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
+        conn = sqlite.connect(path, check_same_thread=False, timeout=30, isolation_level=None)
     conn.execute("PRAGMA busy_timeout = 30000")
     return conn
 
@@ -34,7 +33,7 @@ class Readers:
         self.db_path = db_path
         self.generation = 0
         """Bumped by ``replacing``: a connection of an older file is never pooled."""
-        self._idle: queue.LifoQueue[tuple[int, sqlite3.Connection]] = queue.LifoQueue()
+        self._idle: queue.LifoQueue[tuple[int, sqlite.Connection]] = queue.LifoQueue()
         """The one used last on top: its page cache is the warmest (a FIFO pool would
         hand sequential searches to colder and colder connections)."""
         self._replacing = threading.Lock()
@@ -49,7 +48,7 @@ class Readers:
             yield
 
     @contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
+    def connection(self) -> Iterator[sqlite.Connection]:
         """A read-only connection from the pool, returned to it afterwards."""
         while True:
             try:

@@ -5,16 +5,16 @@ One SQLite file holds everything:
 - ``files``: every file a scan found, indexed or skipped, with what ``stat`` said of it
   when it was read (``scanner.Seen.signature``) and why it was skipped, if it was.
 - ``docs``: the stemmed full-text index of each indexed file, one row per ``files``
-  row (same rowid); columns as in ``documents.COLUMNS``. Contentless: it keeps no text.
-- ``texts``: each indexed file's path, title and body as ``docs`` indexed them, the body
-  zlib-compressed (``documents.pack``): for snippets, and for the words a removal must
-  name (a contentless table is told a row's old words to remove them).
+  row (same rowid); columns as in ``documents.COLUMNS``. Contentless: it keeps no text
+  (snippets are made from the file itself), and removes a row by its rowid
+  (``contentless_delete``, SQLite 3.43: see ``engine``).
+- ``titles``: each indexed file's title as ``docs`` indexed it, shown with its hits.
 - ``docs_exact``: the same words unstemmed, for prefix queries (porter indexes
   "deprecation" as "deprec", so ``deprecat*`` on ``docs`` would miss it). It is
   contentless and keeps no positions (``detail=none``): it only says which document
   holds which word as written; ``VOCABULARY`` lists its words with their counts.
 - ``docs_grams``: the distinct byte trigrams of each document's text (``grams``), for
-  grep to rule files out; contentless, no positions, no column sizes.
+  grep to rule files out; contentless, no positions.
 
 Migration N takes a database at ``user_version`` N-1 to N. An FTS5 table cannot be
 altered in place, so migrations that change one drop it and forget the files'
@@ -24,12 +24,13 @@ metadata: the next scan reads every file again (the files are the truth).
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Final
+
+from kbindex.daemon.storage.engine import sqlite
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
@@ -165,6 +166,37 @@ INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 # kernel tree's index): the text moves to ``texts``, compressed to about a fifth. Every
 # table is made anew and every file read again.
 
+_V8: Final = f"""
+DELETE FROM files;
+DROP TABLE IF EXISTS {VOCABULARY};
+DROP TABLE IF EXISTS docs_exact;
+DROP TABLE IF EXISTS docs_grams;
+DROP TABLE IF EXISTS texts;
+DROP TABLE docs;
+CREATE VIRTUAL TABLE docs USING fts5(
+    name, title, body, subwords, grams,
+    content='', contentless_delete=1, tokenize='{TOKENIZER}'
+);
+INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
+CREATE TABLE titles(id INTEGER PRIMARY KEY, title TEXT NOT NULL);
+CREATE VIRTUAL TABLE docs_exact USING fts5(
+    words, content='', contentless_delete=1, detail=none, tokenize='{EXACT_TOKENIZER}'
+);
+CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab(docs_exact, 'row');
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
+CREATE VIRTUAL TABLE docs_grams USING fts5(
+    grams, content='', contentless_delete=1, detail=none, tokenize='ascii'
+);
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
+INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
+"""
+# v8 keeps no text at all: the full-text tables remove rows by rowid (``engine``), so
+# the compressed copy of every file (``texts``, 0.22x a kernel tree) has no more use;
+# snippets come from the files. ``docs_grams`` keeps its column sizes, which
+# ``contentless_delete`` needs. Every table is made anew and every file read again.
+
 MIGRATIONS: Final[dict[int, str]] = {
     1: _V1,
     2: _V2,
@@ -173,10 +205,11 @@ MIGRATIONS: Final[dict[int, str]] = {
     5: _V5,
     6: _V6,
     7: _V7,
+    8: _V8,
 }
 
 
-def create(conn: sqlite3.Connection) -> None:
+def create(conn: sqlite.Connection) -> None:
     """Bring an empty database to the current schema (tests and tools; ``migrate`` does
     the same for the daemon, one committed step at a time)."""
     for version in sorted(MIGRATIONS):
@@ -184,7 +217,7 @@ def create(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-def migrate(conn: sqlite3.Connection) -> None:
+def migrate(conn: sqlite.Connection) -> None:
     """Bring the database on ``conn`` (no transaction open) to SCHEMA_VERSION, one
     transaction per step. The caller has checked the version is not newer."""
     (version,) = conn.execute("PRAGMA user_version").fetchone()

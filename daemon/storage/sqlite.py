@@ -7,12 +7,13 @@ grep) where the queries are built.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kbindex.daemon.indexing.documents import IN_JSON, TEXTS, as_json, unpack
+from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
+from kbindex.daemon.indexing.textfile import current_text
 from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import (
     Checked,
     Counts,
@@ -44,7 +45,7 @@ class SqliteIndex(Store):
         """Nothing to take: the index file is this daemon's alone (``Instance``)."""
 
     def describe(self) -> Described:
-        return Described("sqlite", f"SQLite {sqlite3.sqlite_version} at {self.db_path}")
+        return Described("sqlite", f"SQLite {sqlite.sqlite_version} at {self.db_path}")
 
     def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
         with self.reader() as conn:
@@ -94,11 +95,13 @@ class SqliteIndex(Store):
             return []
         with self.reader() as conn:
             rows = conn.execute(
-                "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, t.body"
-                f" FROM files f JOIN {TEXTS} t ON t.id = f.id WHERE f.id IN {IN_JSON}",
+                "SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title"
+                f" FROM files f JOIN {TITLES} t ON t.id = f.id WHERE f.id IN {IN_JSON}",
                 (as_json(ids),),
             ).fetchall()
-        return [Stored(row[0], File(*row[1:6]), row[6], unpack(row[7])) for row in rows]
+        # The files are read after the read transaction: the pool's connection is not
+        # held through file I/O.
+        return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], r[2], r[4])) for r in rows]
 
     def allowed(self, path_filter: str) -> list[int]:
         cond, params = searcher.path_condition(path_filter)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -25,9 +24,10 @@ from typing import Final
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
 from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import SkipReason
+from kbindex.daemon.indexing.textfile import SkipReason, current_text, extract_title
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import Update, recorded
 from kbindex.daemon.storage.readers import Readers, connect
 
@@ -49,10 +49,8 @@ _DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 def is_damage(exc: BaseException) -> bool:
     """Whether an error from SQLite means the database file itself is damaged (as
     opposed to a bad query, a busy lock or a full disk)."""
-    if not isinstance(exc, sqlite3.DatabaseError):
+    if not isinstance(exc, sqlite.DatabaseError):
         return False
-    if isinstance(exc, documents.DamagedText):
-        return True
     if str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES):
         return True
     # Text whose bytes were damaged: raised by the sqlite3 module while decoding.
@@ -63,7 +61,7 @@ def is_unwritable(exc: BaseException) -> bool:
     """Whether an error from SQLite means the index cannot be written for now: a full
     disk (or quota), an I/O error."""
     name = str(getattr(exc, "sqlite_errorname", ""))
-    return isinstance(exc, sqlite3.DatabaseError) and name.startswith(
+    return isinstance(exc, sqlite.DatabaseError) and name.startswith(
         ("SQLITE_FULL", "SQLITE_IOERR")
     )
 
@@ -82,7 +80,7 @@ class Store:
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
         self.recovered = ""
-        self._writer: sqlite3.Connection | None = None
+        self._writer: sqlite.Connection | None = None
         self.readers = Readers(db_path)
         self.writes = 0
         """Committed write transactions (and rebuilds): what was counted from the index
@@ -108,11 +106,11 @@ class Store:
 
     def _close_writer(self) -> None:
         if self._writer is not None:
-            with suppress(sqlite3.Error):
+            with suppress(sqlite.Error):
                 self._writer.close()
             self._writer = None
 
-    def _open_checked(self) -> sqlite3.Connection:
+    def _open_checked(self) -> sqlite.Connection:
         try:
             conn = connect(self.db_path, readonly=False)
             conn.execute("PRAGMA journal_mode = WAL")
@@ -138,7 +136,7 @@ class Store:
             # (about 50 ms per 100,000 files).
             for _ in conn.execute("SELECT path, root, relpath, skip_detail FROM files"):
                 pass
-        except sqlite3.DatabaseError as exc:
+        except sqlite.DatabaseError as exc:
             raise IndexUnusable(str(exc)) from None
         return conn
 
@@ -173,7 +171,7 @@ class Store:
             yield
 
     @contextmanager
-    def _writing(self) -> Iterator[sqlite3.Connection]:
+    def _writing(self) -> Iterator[sqlite.Connection]:
         """A write on the writer, and what one asks of the checkpoints and ``writes``
         around it (the write makes its own transaction)."""
         conn = self.writer
@@ -200,7 +198,7 @@ class Store:
         disk space comes back and ``size_bytes`` counts the index once. Readers in
         the middle of a search can delay it; then it does what it can."""
         self.checkpoints.settle()  # a checkpoint running elsewhere would make this one fail
-        with suppress(sqlite3.Error):
+        with suppress(sqlite.Error):
             self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def settle(self) -> None:
@@ -208,7 +206,7 @@ class Store:
         checkpoint running or queued)."""
         self.checkpoints.settle()
 
-    def _drop(self, conn: sqlite3.Connection, ids: Sequence[int]) -> None:
+    def _drop(self, conn: sqlite.Connection, ids: Sequence[int]) -> None:
         """Remove these documents from both full-text tables."""
         documents.remove(conn, ids)
         self.unmerged += len(ids)
@@ -265,14 +263,14 @@ class Store:
         self.checkpoints.close()
         self.readers.close()
         if self._writer is not None:
-            with suppress(sqlite3.Error):
+            with suppress(sqlite.Error):
                 self._writer.execute("PRAGMA optimize")
                 self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._writer.close()
             self._writer = None
 
     @property
-    def writer(self) -> sqlite3.Connection:
+    def writer(self) -> sqlite.Connection:
         if self._writer is None:
             raise RuntimeError("store is not open")
         return self._writer
@@ -283,7 +281,7 @@ class Store:
         the new one."""
         return self.readers.generation
 
-    def reader(self) -> AbstractContextManager[sqlite3.Connection]:
+    def reader(self) -> AbstractContextManager[sqlite.Connection]:
         """A read-only connection from the pool, returned to it afterwards."""
         return self.readers.connection()
 
@@ -337,14 +335,22 @@ class Store:
                     (new_root, as_json((i, p, p[start:]) for i, p in moved.items())),
                 )
                 # The FTS name column holds the relative path (ranked, and matched by
-                # searches for a file's name): re-indexed from the kept text, never
-                # from the file. Skipped files have no document.
+                # searches for a file's name): each moved document is indexed again under
+                # its new name, from the file (the index keeps no text). A file changed
+                # since it was indexed no longer matches its stamp, so the scan after the
+                # move reads it again. Skipped files have no document.
+                indexed = conn.execute(
+                    f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
+                    (as_json(moved),),
+                ).fetchall()
+                documents.remove(conn, [i for i, _ in indexed], keep_grams=True)
                 renamed = []
-                for rowid, (_, title, body, *_), packed in documents.remove(
-                    conn, list(moved), keep_grams=True
-                ):
-                    row, words = documents.row_and_words(moved[rowid][start:], title, body)
-                    renamed.append(documents.Entry(rowid, row, words, None, packed))
+                for rowid, size in indexed:
+                    text = current_text(moved[rowid], new_root, size)
+                    row, words = documents.row_and_words(
+                        moved[rowid][start:], extract_title(text), text
+                    )
+                    renamed.append(documents.Entry(rowid, row, words, None))
                 documents.insert(conn, renamed)
                 self.unmerged += len(rows)
         return len(rows)
@@ -377,11 +383,11 @@ class Store:
             conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
-            texts: dict[str, documents.Document] = {}
+            docs: dict[str, documents.Document] = {}
             for path, (seen, given) in latest.items():
                 doc, recorded_values = recorded((seen, given))
                 if doc is not None:
-                    texts[path] = doc
+                    docs[path] = doc
                 # ctime, inode and device as the scan saw them: a change after the scan
                 # leaves them behind the file, so the next scan reads it again.
                 values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev)
@@ -410,8 +416,8 @@ class Store:
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
-            documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in texts.items()])
-            self.unmerged += len(texts)
+            documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
+            self.unmerged += len(docs)
 
     def indexed_count(self) -> int:
         with self.reader() as conn:
@@ -423,7 +429,7 @@ class Store:
 
 
 @contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+def transaction(conn: sqlite.Connection) -> Iterator[None]:
     """One write transaction on ``conn``. SQLite ends a transaction itself on some
     errors (a full disk): then a ROLLBACK fails and would hide the real error, hence
     the ``in_transaction`` check."""
@@ -436,14 +442,14 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _roll_back(conn: sqlite3.Connection) -> None:
+def _roll_back(conn: sqlite.Connection) -> None:
     """End the transaction a failed write left open, if SQLite has not ended it."""
     if conn.in_transaction:
-        with suppress(sqlite3.Error):
+        with suppress(sqlite.Error):
             conn.execute("ROLLBACK")
 
 
-def _reclaimable(conn: sqlite3.Connection) -> None:
+def _reclaimable(conn: sqlite.Connection) -> None:
     """Make an empty index one whose free pages can be released (``auto_vacuum =
     INCREMENTAL``, see ``_release_free_pages``): the mode can change only by rewriting
     the file, which costs nothing while it holds no file (a new index, or one a
