@@ -90,7 +90,8 @@ def disk_state(root: Path) -> dict[str, tuple[int, int, str]]:
     out = {}
     for path in root.rglob("*.md"):
         st = path.stat()
-        title = path.read_text().partition("\n")[0].removeprefix("# ")
+        first = path.read_text().partition("\n")[0]
+        title = first.removeprefix("# ") if first.startswith("# ") else ""
         out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, title)
     return out
 
