@@ -108,7 +108,7 @@ async def test_an_index_from_version_4_learns_the_symbol_tokens(make_daemon: Mak
     conn = sqlite.connect(d.db_path)
     conn.executescript(
         "DROP TABLE docs_exact_words; DROP TABLE docs_exact; DROP TABLE docs_grams;"
-        " DROP TABLE texts; DROP TABLE docs;"
+        " DROP TABLE titles; DROP TABLE docs;"
         " CREATE VIRTUAL TABLE docs USING fts5(name, title, body, subwords, grams);"
         " PRAGMA user_version = 4;"
     )
