@@ -122,6 +122,25 @@ async def test_results_have_line_snippet_and_bounds(daemon: Daemon) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_snippet_is_read_from_the_file_as_it_is_now(daemon: Daemon) -> None:
+    """The index keeps no text: a hit's snippet comes from the file. Edited since it
+    was indexed (no watcher here to see it), the hit shows the line as it is now; a
+    file deleted since is still a hit, with no snippet, and the search does not fail."""
+    daemon.extra_args = ["--watch", "off"]
+    daemon.stop()
+    write(daemon.root / "edited.md", "needle in the first version\n")
+    write(daemon.root / "deleted.md", "needle in a file about to go\n")
+    await daemon.start()
+    write(daemon.root / "edited.md", "a new first line\nthe needle moved down\n")
+    (daemon.root / "deleted.md").unlink()
+    async with daemon.client() as c:
+        hits = {h.relpath: h for h in (await c.search("needle")).hits}
+    assert set(hits) == {"edited.md", "deleted.md"}
+    assert (hits["edited.md"].line, hits["edited.md"].snippet) == (2, "the ⟦needle⟧ moved down")
+    assert hits["deleted.md"].snippet == ""
+
+
+@pytest.mark.anyio
 @pytest.mark.backends
 async def test_path_filters(daemon: Daemon) -> None:
     write(daemon.root / "docs" / "a.md", "needle\n")
