@@ -52,9 +52,9 @@ import anyio
 import common
 from index_bench import warm_cache
 from kbindex.daemon.searching import grep, phrases, ripgrep, trigrams
+from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
-from kbindex.daemon.storage.store import disk_bytes
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import Client
 from kbindex.proto.messages import Grep, GrepReply

@@ -24,8 +24,8 @@ from typing import Any
 
 import anyio
 import common
+from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import disk_bytes
 from kbindex.proto.client import Client
 
 OPTIONS = ("--include-ext", "*", "--watch", "off", "--scan-interval", "86400")

@@ -19,8 +19,9 @@ from kbindex.daemon.indexing import documents
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.database import disk_bytes, legacy_exact_path
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store, disk_bytes, legacy_exact_path
+from kbindex.daemon.storage.store import Store
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from conftest import Daemon, mode_bound, note, wait_for, write
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage import store as store_module
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import DaemonError
@@ -330,8 +331,9 @@ def test_a_search_during_a_rebuild_sees_the_new_file_complete(
     rebuild is arranged, as the real window lasts milliseconds; the rebuild, the files
     and the search are real."""
     store.apply([note("a.md", "walrus harbour")], [])
-    owner: object = Store if pause == "before the new file exists" else schema
-    name = "_open_checked" if owner is Store else "migrate"
+    first = pause == "before the new file exists"
+    owner: object = store_module if first else schema
+    name = "open_checked" if first else "migrate"
     real = getattr(owner, name)
     entered, release = threading.Event(), threading.Event()
 

@@ -29,8 +29,8 @@ from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path, real_path
 from kbindex.daemon.searching import phrases, ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.storage.database import is_damage
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import is_damage
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import GREP_LINE_CHARS
 

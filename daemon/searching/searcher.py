@@ -16,9 +16,9 @@ from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.indexing.textfile import current_text
 from kbindex.daemon.searching import frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
+from kbindex.daemon.storage.database import is_damage
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import Counts, File, Hit, SearchResult
-from kbindex.daemon.storage.store import is_damage
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)

@@ -28,8 +28,8 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.storage.database import disk_bytes, transaction
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import disk_bytes, transaction
 
 SCHEMA_VERSION: Final = 1
 _SCHEMA: Final = """

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.indexing.textfile import current_text
 from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.storage.database import disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import (
     Checked,
@@ -24,7 +25,7 @@ from kbindex.daemon.storage.index import (
     SearchResult,
     Stored,
 )
-from kbindex.daemon.storage.store import Store, disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.storage.store import Store
 
 if TYPE_CHECKING:
     from kbindex.daemon.searching import phrases, trigrams

@@ -1,6 +1,7 @@
-"""The index database: opening it, its single writer, and replacing a damaged file.
+"""The index database's single writer, its life (open, rebuild, close) and its merges.
 
-One SQLite file in WAL mode (tables in ``schema``). Exactly one writer connection
+One SQLite file in WAL mode (tables in ``schema``, the file itself in ``database``).
+Exactly one writer connection
 exists, and the indexer uses it from one thread at a time (behind a CapacityLimiter(1));
 every batch is one transaction, so a crash leaves either the whole batch or none of it.
 Searches use read-only connections from ``readers``, so they are never blocked by
@@ -14,7 +15,6 @@ files: the index is derived data, the files are the truth.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -25,45 +25,24 @@ from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
 from kbindex.daemon.indexing.scanner import Stamp
 from kbindex.daemon.indexing.textfile import SkipReason, current_text, extract_title
-from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.checkpointer import Checkpointer
+from kbindex.daemon.storage.database import (
+    IndexUnusable,
+    delete_files,
+    disk_bytes,
+    legacy_exact_path,
+    move_aside,
+    open_checked,
+    roll_back,
+    transaction,
+)
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import Update, recorded
-from kbindex.daemon.storage.readers import Readers, connect
+from kbindex.daemon.storage.readers import Readers
 
 log = logging.getLogger(__name__)
 
-KEPT_COPIES: Final = 3
-WAL_LIMIT_BYTES: Final = 16 << 20
 OPTIMIZE_MIN_WRITTEN: Final = 1000
-
-
-class IndexUnusable(Exception):
-    """The database file is corrupt or from a newer version."""
-
-
-_DAMAGE_CODES: Final = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-"""Prefixes: damage inside an FTS5 table is SQLITE_CORRUPT_VTAB."""
-
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether an error from SQLite means the database file itself is damaged (as
-    opposed to a bad query, a busy lock or a full disk)."""
-    if not isinstance(exc, sqlite.DatabaseError):
-        return False
-    if str(getattr(exc, "sqlite_errorname", "")).startswith(_DAMAGE_CODES):
-        return True
-    # Text whose bytes were damaged: raised by the sqlite3 module while decoding.
-    return "Could not decode to UTF-8" in str(exc)
-
-
-def is_unwritable(exc: BaseException) -> bool:
-    """Whether an error from SQLite means the index cannot be written for now: a full
-    disk (or quota), an I/O error."""
-    name = str(getattr(exc, "sqlite_errorname", ""))
-    return isinstance(exc, sqlite.DatabaseError) and name.startswith(
-        ("SQLITE_FULL", "SQLITE_IOERR")
-    )
 
 
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
@@ -94,76 +73,20 @@ class Store:
     def open(self) -> None:
         """Open (creating or migrating) the database; rebuild it if it is unusable."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _delete_files(legacy_exact_path(self.db_path))
+        delete_files(legacy_exact_path(self.db_path))
         try:
-            self._writer = self._open_checked()
+            self._writer = open_checked(self.db_path)
         except IndexUnusable as exc:
-            self._close_writer()
-            kept = self._move_aside()
+            kept = move_aside(self.db_path)
             self.recovered = f"{exc}; the old file was kept as {kept}"
             log.warning("index database unusable (%s): moved to %s, rebuilding", exc, kept)
-            self._writer = self._open_checked()
+            self._writer = open_checked(self.db_path)
 
     def _close_writer(self) -> None:
         if self._writer is not None:
             with suppress(sqlite.Error):
                 self._writer.close()
             self._writer = None
-
-    def _open_checked(self) -> sqlite.Connection:
-        try:
-            conn = connect(self.db_path, readonly=False)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            # SQLite reuses a WAL file but never shrinks it, so a full index would leave
-            # a log the size of its largest stretch behind; each checkpoint that
-            # restarts the log truncates the file back to this bound.
-            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # see ``checkpointer``
-            check = conn.execute("PRAGMA quick_check").fetchone()
-            if check is None or check[0] != "ok":
-                raise IndexUnusable(f"quick_check failed: {check[0] if check else 'no answer'}")
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > schema.SCHEMA_VERSION:
-                raise IndexUnusable(
-                    f"schema version {version} is newer than this kbindexd"
-                    f" ({schema.SCHEMA_VERSION})"
-                )
-            schema.migrate(conn)
-            _reclaimable(conn)
-            # quick_check checks structure, not text: a damaged byte inside a path
-            # would fail every status request later. Decoding them all now is cheap
-            # (about 50 ms per 100,000 files).
-            for _ in conn.execute("SELECT path, root, relpath, skip_detail FROM files"):
-                pass
-        except sqlite.DatabaseError as exc:
-            raise IndexUnusable(str(exc)) from None
-        return conn
-
-    def _move_aside(self) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        kept = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}-{os.getpid()}")
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(f"{self.db_path}{suffix}")
-            if src.exists():
-                os.replace(src, Path(f"{kept}{suffix}"))
-        self._prune_kept()
-        return kept
-
-    def _prune_kept(self) -> None:
-        """Keep the newest KEPT_COPIES damaged files: a disk that keeps corrupting the
-        index must not also fill up with copies of it."""
-        copies: dict[str, list[Path]] = {}
-        for path in self.db_path.parent.glob(f"{self.db_path.name}.corrupt-*"):
-            base = path.name.removesuffix("-wal").removesuffix("-shm")
-            copies.setdefault(base, []).append(path)
-        newest_first = sorted(
-            copies.values(), key=lambda ps: max(p.stat().st_mtime_ns for p in ps), reverse=True
-        )
-        for paths in newest_first[KEPT_COPIES:]:
-            for path in paths:
-                with suppress(OSError):
-                    path.unlink()
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -186,11 +109,11 @@ class Store:
         with self.readers.replacing():
             self.checkpoints.settle()
             self._close_writer()
-            kept = self._move_aside()
+            kept = move_aside(self.db_path)
             self.writes += 1
             self.recovered = f"{reason}; the old file was kept as {kept}"
             log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
-            self._writer = self._open_checked()
+            self._writer = open_checked(self.db_path)
         return kept
 
     def checkpoint(self) -> None:
@@ -253,7 +176,7 @@ class Store:
                 # executescript steps the pragma to its end; execute() frees one page.
                 conn.executescript("BEGIN IMMEDIATE; PRAGMA incremental_vacuum; COMMIT;")
             except BaseException:
-                _roll_back(conn)
+                roll_back(conn)
                 raise
 
     def close(self) -> None:
@@ -426,56 +349,3 @@ class Store:
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
-
-
-@contextmanager
-def transaction(conn: sqlite.Connection) -> Iterator[None]:
-    """One write transaction on ``conn``. SQLite ends a transaction itself on some
-    errors (a full disk): then a ROLLBACK fails and would hide the real error, hence
-    the ``in_transaction`` check."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        _roll_back(conn)
-        raise
-
-
-def _roll_back(conn: sqlite.Connection) -> None:
-    """End the transaction a failed write left open, if SQLite has not ended it."""
-    if conn.in_transaction:
-        with suppress(sqlite.Error):
-            conn.execute("ROLLBACK")
-
-
-def _reclaimable(conn: sqlite.Connection) -> None:
-    """Make an empty index one whose free pages can be released (``auto_vacuum =
-    INCREMENTAL``, see ``_release_free_pages``): the mode can change only by rewriting
-    the file, which costs nothing while it holds no file (a new index, or one a
-    migration has just emptied: the rewrite also drops what the migration freed)."""
-    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-        return
-    if conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-        conn.execute("VACUUM")
-
-
-def disk_bytes(db_path: Path) -> tuple[int, int]:
-    """Bytes on disk of the index at ``db_path``: the database file and its write-ahead
-    log (0 for one that is not there)."""
-    sizes = [0, 0]
-    for i, suffix in enumerate(("", "-wal")):
-        with suppress(OSError):
-            sizes[i] = os.stat(f"{db_path}{suffix}").st_size
-    return sizes[0], sizes[1]
-
-
-def legacy_exact_path(db_path: Path) -> Path:
-    """Where schema v3 and v4 kept the unstemmed index: ``index-exact.sqlite3``."""
-    return db_path.with_name(f"{db_path.stem}-exact{db_path.suffix}")
-
-
-def _delete_files(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
