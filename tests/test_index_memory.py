@@ -12,23 +12,15 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import random
-import time
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import note, write
-from kbindex.daemon.health import Health
+from conftest import note
 from kbindex.daemon.indexing import documents, grams
-from kbindex.daemon.indexing import indexer as indexer_mod
-from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import Loaded
-from kbindex.daemon.roots import Roots
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.daemon.storage.store import Store
 
 MB = 1 << 20
@@ -179,57 +171,3 @@ def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: P
         conn.execute("ROLLBACK")
     finally:
         store.close()
-
-
-@pytest.mark.slow
-@pytest.mark.anyio
-async def test_a_file_of_a_batch_or_more_is_read_and_written_alone(tmp_path: Path) -> None:
-    """While a batch holding a file of ``BATCH_BYTES`` or more is read (its columns
-    prepared) or written, no other batch is: a tree's multi-MB files, one after
-    another, would otherwise each hold several times their size at once. The indexer,
-    the index and the files are real; reads and writes are only timed."""
-    root = tmp_path / "root"
-    rng = random.Random(5)
-    words = [f"word{i}" for i in range(2000)]
-    big = indexer_mod.BATCH_BYTES + 1
-    for name in ("a", "c", "e"):  # small files around two large ones
-        for i in range(150):
-            write(root / name / f"{i:03d}.txt", " ".join(rng.choices(words, k=2000)))
-    for name in ("b", "d"):
-        text = " ".join(rng.choices(words, k=big // 5))
-        write(root / name / "big.txt", text + "x" * (big - len(text)))
-    index = SqliteIndex(tmp_path / "state" / "index.sqlite3")
-    index.open()
-    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
-    indexer = indexer_mod.Indexer(index, Roots((root,)), rules, Health(), 10 << 20)
-    spans: list[tuple[str, float, float, bool]] = []
-
-    def timed(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def run(*args: Any) -> Any:
-            started = time.perf_counter()
-            try:
-                return fn(*args)
-            finally:
-                seen = [s for s, _ in args[0]] if kind == "write" else args[0]
-                large = any(s.size >= indexer_mod.BATCH_BYTES for s in seen)
-                spans.append((kind, started, time.perf_counter(), large))
-
-        return run
-
-    indexer._read_batch = timed("read", indexer._read_batch)  # type: ignore[method-assign]
-    index.apply = timed("write", index.apply)  # type: ignore[method-assign]
-    try:
-        await indexer.refresh()
-        assert index.indexed_count() == 452
-    finally:
-        index.close()
-    writes = [s for s in spans if s[0] == "write" and s[1] != s[2]]
-    reads = [s for s in spans if s[0] == "read"]
-    assert sum(1 for s in reads if s[3]) == 2 and len(reads) > 4
-    for kind, start, end, large in spans:
-        others = reads if kind == "write" else writes
-        overlapping = [o for o in others if o[1] < end and start < o[2]]
-        if large:
-            assert overlapping == [], (kind, overlapping)
-    # Small batches still overlap: reading one while the one before is written.
-    assert any(r[1] < w[2] and w[1] < r[2] for r in reads if not r[3] for w in writes if not w[3])

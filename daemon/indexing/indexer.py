@@ -37,8 +37,8 @@ BATCH_FILES: Final = 1000
 BATCH_BYTES: Final = 2 << 20
 """File bytes per batch, at most (one file may be larger). Up to three batches are alive
 at once (written, queued, read), each holding its text and derived columns, several
-times its size: this bounds the daemon's memory whatever the tree. A batch holding a
-file of this size or more is read and written alone (``_Written``)."""
+times its size: this bounds the daemon's memory whatever the tree (sizes measured in
+``bench/README.md``, issue 17, session 14)."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
@@ -211,7 +211,6 @@ class Indexer:
         done = 0
         batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
         send, receive = batches
-        written = _Written()
 
         async def read_ahead() -> None:
             # A failed write (a full disk) closes ``receive`` and cancels this task, but
@@ -219,14 +218,9 @@ class Indexer:
             # failure, not a second one to report beside it.
             with suppress(anyio.BrokenResourceError):
                 async with send:
-                    for sent, batch in enumerate(_batches(changed)):
-                        alone = any(seen.size >= BATCH_BYTES for seen in batch)
-                        if alone:
-                            await written.reach(sent)
+                    for batch in _batches(changed):
                         updates, vanished = await anyio.to_thread.run_sync(self._read_batch, batch)
                         await send.send((updates, vanished, len(batch)))
-                        if alone:
-                            await written.reach(sent + 1)
 
         async with anyio.create_task_group() as tg, receive:
             tg.start_soon(read_ahead)
@@ -239,7 +233,6 @@ class Indexer:
                 )
                 # Files deleted since the walk: the index drops the rows it has of them.
                 await self._write(self.index.apply, updates, vanished)
-                written.add()
                 self.health.files_read += len(updates)
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
@@ -331,28 +324,6 @@ class Indexer:
 
 def _ignore(reason: str) -> None:
     pass
-
-
-class _Written:
-    """How many batches a refresh has written, for its reader to wait on. A batch with a
-    file of BATCH_BYTES or more is read once every batch before it is written, and the
-    next one once it is: preparing a multi-MB file takes about five times its size and
-    writing it about eight (FTS5 holds its terms in memory), and a kernel tree's
-    register headers come one after another, so overlapped they set the daemon's peak
-    memory (``bench/README.md``, issue 17, session 14)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._changed = anyio.Event()
-
-    def add(self) -> None:
-        self.count += 1
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def reach(self, count: int) -> None:
-        while self.count < count:
-            await self._changed.wait()
 
 
 @contextmanager
