@@ -64,11 +64,11 @@ def index_with_store(root: Path, db_path: Path) -> float:
     store.open()
     started = time.perf_counter()
     batch: list[Any] = []
-    for path, rel in _files(root):
+    for path, _rel in _files(root):
         st = os.stat(path)
         batch.append(
             (
-                Seen(path, str(root), rel, st.st_size, st.st_mtime_ns),
+                Seen(path, str(root), st.st_size, st.st_mtime_ns),
                 textfile.load(path, MAX_FILE_BYTES),
             )
         )

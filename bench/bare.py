@@ -151,12 +151,12 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     store.open()
     try:
         batch: list[Any] = []
-        for path, rel in _paths(root):
+        for path, _rel in _paths(root):
             st = os.stat(path)
             loaded = textfile.load(path, MAX_FILE_BYTES)
             totals[0] += 1
             totals[1] += st.st_size
-            batch.append((Seen(path, root, rel, st.st_size, st.st_mtime_ns), loaded))
+            batch.append((Seen(path, root, st.st_size, st.st_mtime_ns), loaded))
             if len(batch) >= BATCH_FILES:
                 store.apply(batch, [])
                 batch = []

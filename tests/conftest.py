@@ -247,7 +247,7 @@ def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Loaded |
     where = "/r" if root is None else str(root)
     if root is not None:
         write(root / name, text)
-    seen = Seen(path=f"{where}/{name}", root=where, relpath=name, size=len(text), mtime_ns=1)
+    seen = Seen(path=f"{where}/{name}", root=where, size=len(text), mtime_ns=1)
     return seen, decode(text.encode(), len(text), 1)
 
 

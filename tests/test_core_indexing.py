@@ -235,7 +235,7 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
 
     def version(i: int, v: int) -> tuple[Seen, object]:
         text = f"# note {i}\n" + f"word{v} other{i} " * 200
-        seen = Seen(path=f"/r/n{i}.md", root="/r", relpath=f"n{i}.md", size=len(text), mtime_ns=v)
+        seen = Seen(path=f"/r/n{i}.md", root="/r", size=len(text), mtime_ns=v)
         return seen, decode(text.encode(), len(text), v)
 
     def live_pages() -> int:

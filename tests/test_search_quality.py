@@ -357,7 +357,7 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         s.apply([], [f"{r}/renamed/moved.py"])
         check("parse OR moved", 0)
         # A root removed at runtime leaves neither table holding its words.
-        seen = Seen(path="/r2/b.md", root="/r2", relpath="b.md", size=len(text), mtime_ns=1)
+        seen = Seen(path="/r2/b.md", root="/r2", size=len(text), mtime_ns=1)
         s.apply([(seen, decode(text.encode(), len(text), 1))], [])
         check("parse* OR 東京", 1)
         assert s.remove_root("/r2") == 1
