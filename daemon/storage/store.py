@@ -1,9 +1,9 @@
 """The index database's single writer, its life (open, rebuild, close) and its merges.
 
 One SQLite file in WAL mode (tables in ``schema``, the file itself in ``database``).
-Exactly one writer connection
-exists, and the indexer uses it from one thread at a time (behind a CapacityLimiter(1));
-every batch is one transaction, so a crash leaves either the whole batch or none of it.
+Exactly one writer connection exists, and the indexer uses it from one thread at a time
+(behind a CapacityLimiter(1)); every batch is one transaction, so a crash leaves either
+the whole batch or none of it.
 Searches use read-only connections from ``readers``, so they are never blocked by
 indexing and see the index as of the last committed batch.
 
@@ -130,7 +130,7 @@ class Store:
         self.checkpoints.settle()
 
     def _drop(self, conn: sqlite.Connection, ids: Sequence[int]) -> None:
-        """Remove these documents from both full-text tables."""
+        """Remove these documents from the index's tables."""
         documents.remove(conn, ids)
         self.unmerged += len(ids)
 
@@ -230,12 +230,14 @@ class Store:
 
     def move(self, old: str, new: str, new_root: str) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
-        (in ``new_root``), in one transaction, without touching their text; rows already
-        at the destination are replaced. Returns how many files moved.
+        (in ``new_root``), in one transaction; rows already at the destination are
+        replaced. Returns how many files moved.
 
-        A renamed directory of 10,000 notes costs 10,000 row updates, not 10,000 file
-        reads. (The rename changes each file's ctime, so the next scan reads them once:
-        a move never loses an edit made with it.)
+        Each file keeps its id and ``indexed_at``, so what search by meaning computed of
+        it stays, and searches never see it missing. Its words are indexed again under
+        the new name, read from the file at its new path: the index keeps no text.
+        (The rename changes each file's ctime, so the next scan reads them once: a move
+        never loses an edit made with it.)
         """
         if old == new:
             return 0
