@@ -26,7 +26,6 @@ import itertools
 import json
 import math
 import os
-import sqlite3
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from kbindex.daemon.indexing.indexer import BATCH_FILES
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.searching.searcher import BM25_WEIGHTS, search
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import EXACT_TOKENIZER, TOKENIZER
 from kbindex.daemon.storage.store import Store
 
@@ -86,7 +86,7 @@ def index_with_store(root: Path, db_path: Path) -> float:
 
 
 def run_queries(
-    conn: sqlite3.Connection, compiled: dict[str, Any], weights: tuple[float, ...], limit: int
+    conn: sqlite.Connection, compiled: dict[str, Any], weights: tuple[float, ...], limit: int
 ) -> dict[str, list[str]]:
     return {
         qid: [Path(h.relpath).stem for h in search(conn, c, limit, None, weights=weights).hits]
@@ -105,7 +105,7 @@ def weights_main(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     queries = read_queries(args.dataset, "train")
     qrels = read_qrels(args.dataset, "train")
     compiled = {q: compile_query(t) for q, t in queries.items() if q in qrels}
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     base = per_query_ndcg(run_queries(conn, compiled, BM25_WEIGHTS, 10), qrels)
     grid = []
     started = time.perf_counter()
@@ -187,7 +187,7 @@ def _rows(root: Path) -> tuple[list[tuple[str, ...]], int]:
 
 
 def _fts_bytes(db: Path) -> tuple[int, dict[str, int]]:
-    conn = sqlite3.connect(db)
+    conn = sqlite.connect(db)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     tables = dict(conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"))
     conn.close()
@@ -203,7 +203,7 @@ def sizes_one(root: Path, work: Path) -> dict[str, Any]:
     }
     for label, (cols, exact) in LAYOUTS.items():
         db = work / f"{label}.sqlite3"
-        conn = sqlite3.connect(db, isolation_level=None)
+        conn = sqlite.connect(db, isolation_level=None)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5({cols}, tokenize='{TOKENIZER}')")
         if exact:

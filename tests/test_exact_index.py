@@ -16,9 +16,11 @@ from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
+from kbindex.daemon.storage import store as store_module
 from kbindex.daemon.storage.database import disk_bytes, legacy_exact_path
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
@@ -179,4 +181,33 @@ def test_a_rewritten_or_deleted_document_takes_its_old_words_out(
     assert vocabulary() == {"a": 1, "beta": 1, "c": 1, "delta": 1, "gamma": 1, "md": 2}
     store.apply([], [f"{r}/a.md", f"{r}/c.md"])
     assert vocabulary() == {}
+    assert_in_step(store)
+
+
+def test_a_moved_directory_is_indexed_again_from_its_files(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index keeps no text: a move reads each file at its new path, a few at a
+    time (two here), and a file it cannot read loses its document and is marked so that
+    the next scan reads it (its recorded mtime matches no file)."""
+    monkeypatch.setattr(store_module, "MOVED_PER_STATEMENT", 2)
+    r = tmp_path / "r"
+    store.apply([note(f"old/n{i}.md", f"movedword{i} text", r) for i in range(5)], [])
+    ids = dict(store.writer.execute("SELECT relpath, id FROM files"))
+    (r / "old").rename(r / "new")
+    (r / "new" / "n4.md").unlink()  # gone again before the move is written
+    assert store.move(f"{r}/old", f"{r}/new", str(r)) == 5
+    assert dict(store.writer.execute("SELECT relpath, id FROM files")) == {
+        f"new/n{i}.md": ids[f"old/n{i}.md"] for i in range(5)
+    }
+    for i in range(4):
+        assert found(store, f"movedword{i}") == [f"new/n{i}.md"]
+        assert found(store, f"new n{i}") == [f"new/n{i}.md"]  # the new name's words
+    assert found(store, "movedword4") == [] and found(store, "old") == []
+    stamps = {p: mtime for p, _, mtime, *_ in store.known(None, 1 << 20)}
+    assert stamps[f"{r}/new/n4.md"] == RETRY_MTIME_NS
+    assert stamps[f"{r}/new/n0.md"] == 1
+    for table in (*documents.TABLES, "titles"):
+        held = {i for (i,) in store.writer.execute(f"SELECT rowid FROM {table}")}
+        assert held == {ids[f"old/n{i}.md"] for i in range(4)}, table
     assert_in_step(store)

@@ -31,6 +31,7 @@ NOT_FOR_A_SEARCH = (
     "kbindex.proto.client",
     "kbindex.daemon",  # nothing of the daemon, no SQLite
     "sqlite3",
+    "sqlean",
     "watchdog",
     "platformdirs",
     "pathlib",  # the socket's path is a string: pathlib brings urllib.parse and ipaddress

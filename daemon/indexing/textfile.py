@@ -199,17 +199,18 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
     return decode(data, st.st_size, st.st_mtime_ns)
 
 
-def current_text(path: str, root: str, indexed_size: int) -> str:
-    """The text of an indexed file as it is on disk now, for its passages (a hit's
-    snippet, what search by meaning embeds): the index keeps no copy. "" if it is gone,
-    no longer text, or has grown past twice its indexed size and 1 MiB (a passage of a
-    file edited since it was indexed is not worth reading a huge file whole; the
+def current_text(path: str, root: str, indexed_size: int) -> str | None:
+    """The text of an indexed file as it is on disk now, for what is made of it after
+    it was indexed (a hit's snippet, the passages search by meaning embeds, its words
+    under a new name): the index keeps no copy. None if it cannot be read as text now:
+    gone, unreadable, no longer text, or grown past twice its indexed size and 1 MiB (a
+    file edited since it was indexed is not worth reading whole for a passage; the
     indexer reads it again anyway)."""
     try:
         loaded = load(path, 2 * indexed_size + (1 << 20), within=root)
     except (Vanished, Escaped):
-        return ""
-    return loaded.text if isinstance(loaded, Loaded) else ""
+        return None
+    return loaded.text if isinstance(loaded, Loaded) else None
 
 
 def decode(data: bytes, size: int, mtime_ns: int) -> Loaded | Skipped:

@@ -1,8 +1,8 @@
 """What FTS5's ``unicode61`` tokenizer cannot see, precomputed as plain words.
 
-Stdlib sqlite3 cannot register a custom FTS5 tokenizer, so the index gets two extra
-columns of ordinary space-separated words, built here at index time and mirrored here
-at query time:
+Python's sqlite3 API (sqlean's too) cannot register a custom FTS5 tokenizer, so the
+index gets two extra columns of ordinary space-separated words, built here at index
+time and mirrored here at query time:
 
 ``subwords``: for each distinct compound identifier of a document, once, the words
 unicode61 misses. It splits on ``_`` and ``-`` but not inside ``parseHttpRequest``

@@ -106,10 +106,11 @@ def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> li
         if c.file_id not in found:
             continue  # removed since the vectors were taken
         doc = found[c.file_id]
-        shown = passages.best_passage(doc.body, needles) if c.words else None
+        body = doc.body or ""
+        shown = passages.best_passage(body, needles) if c.words else None
         if shown is None and c.passage is not None:
-            shown = passages.in_lines(doc.body, c.passage.start, c.passage.end, needles)
-        snippet, line = shown or (passages.head(doc.body), 1)
+            shown = passages.in_lines(body, c.passage.start, c.passage.end, needles)
+        snippet, line = shown or (passages.head(body), 1)
         f = doc.file
         hits.append(
             Hit(

@@ -82,8 +82,29 @@ def search(
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
 ) -> SearchResult:
-    query = _Query(limit, path_filter, compiled.terms, weights)
-    rows, total, mode = _in_transaction(conn, compiled, query)
+    return shown(find(conn, compiled, limit, path_filter, weights), compiled)
+
+
+Found = tuple[list[Any], int, str]
+"""What ``find`` found: the best rows, how many documents match, and the mode."""
+
+
+def find(
+    conn: sqlite.Connection,
+    compiled: Compiled,
+    limit: int,
+    path_filter: str | None,
+    weights: tuple[float, ...] = BM25_WEIGHTS,
+) -> Found:
+    """``search`` up to its snippets, which ``shown`` reads from the files: a caller
+    with a pooled connection gives it back in between."""
+    return _in_transaction(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
+
+
+def shown(found: Found, compiled: Compiled) -> SearchResult:
+    """The hits of ``found``, each with its passage from the file as it is now (the
+    index keeps no text; a file that cannot be read shows none)."""
+    rows, total, mode = found
     return SearchResult(_hits(rows, compiled.terms), total, mode)
 
 
@@ -133,7 +154,7 @@ def _search(
 def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     hits = []
     for _id, path, root, relpath, size, mtime_ns, title, score in rows:
-        snippet, line = passages.shown(current_text(path, root, size), needles)
+        snippet, line = passages.shown(current_text(path, root, size) or "", needles)
         hits.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
         )

@@ -226,9 +226,15 @@ class Embedder:
 
     def _step(self, file_ids: list[int], stamps: dict[int, float]) -> None:
         assert self.matrix is not None
+        stored = self.index.stored(file_ids)
+        # A file that cannot be read now is left for a later pass, not saved as having
+        # no passages.
+        unread = {doc.id for doc in stored if doc.body is None}
+        file_ids = [i for i in file_ids if i not in unread]
         split = {
             doc.id: chunks.split(doc.file.relpath, doc.title, doc.body)
-            for doc in self.index.stored(file_ids)
+            for doc in stored
+            if doc.body is not None
         }
         have = self.vectors.vectors_of([c.key for parts in split.values() for c in parts])
         missing = {c.key: c.text for parts in split.values() for c in parts if c.key not in have}

@@ -8,8 +8,9 @@ row was indexed with, so the index kept a compressed copy of every file's text t
 derive them again: 0.22x the corpus on a kernel tree, the largest table after ``docs``.
 sqlean.py is the standard module compiled against a current SQLite with FTS5: the same
 DB-API classes, functions and exceptions (its own), so code and types are the stdlib's.
-Its bundled extensions (file I/O among them) are off until enabled, and nothing here
-enables them.
+Its bundled extensions (file I/O among them) are off unless the environment turns them
+on when a connection opens (``SQLEAN_ENABLE*``): those variables are removed here,
+before any connection, so the daemon's SQL can never read or write a file.
 
 Every module that opens an index or vector file takes the module from here: two SQLite
 libraries in one process must not open the same file (POSIX locks belong to the
@@ -18,11 +19,15 @@ process, and one library closing a descriptor drops the other's locks).
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import sqlite3 as sqlite
 else:
     import sqlean as sqlite
+
+for _flag in [name for name in os.environ if name.startswith("SQLEAN_ENABLE")]:
+    del os.environ[_flag]
 
 __all__ = ["sqlite"]

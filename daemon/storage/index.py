@@ -98,13 +98,15 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True)
 class Stored:
-    """An indexed document as stored, for what is computed from its text (snippets of
-    hits found by meaning, passages to embed)."""
+    """An indexed document, for what is computed from its text (snippets of hits found
+    by meaning, passages to embed)."""
 
     id: int
     file: File
     title: str
-    body: str
+    body: str | None
+    """Its text; None when it cannot be read now (an index that keeps no copy of the
+    text reads the file: it may be gone, or unreadable for a moment)."""
 
 
 class Embeddable(NamedTuple):

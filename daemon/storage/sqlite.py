@@ -50,7 +50,8 @@ class SqliteIndex(Store):
 
     def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
         with self.reader() as conn:
-            return searcher.search(conn, compiled, limit, path_filter)
+            found = searcher.find(conn, compiled, limit, path_filter)
+        return searcher.shown(found, compiled)
 
     def rank(
         self, compiled: Compiled, limit: int, path_filter: str | None
@@ -75,6 +76,9 @@ class SqliteIndex(Store):
             return searcher.counts(conn)
 
     def check(self) -> Checked:
+        # The whole file at once, the full-text indexes' own checks included (seconds on
+        # a kernel tree): asked for by a person running ``kbctl doctor``, unlike the
+        # table-by-table check that every start runs (``database``).
         with self.reader() as conn:
             rows = conn.execute("PRAGMA quick_check").fetchall()
         integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])

@@ -24,7 +24,12 @@ from typing import Final
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
 from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import SkipReason, current_text, extract_title
+from kbindex.daemon.indexing.textfile import (
+    RETRY_MTIME_NS,
+    SkipReason,
+    current_text,
+    extract_title,
+)
 from kbindex.daemon.storage.checkpointer import Checkpointer
 from kbindex.daemon.storage.database import (
     IndexUnusable,
@@ -43,6 +48,9 @@ from kbindex.daemon.storage.readers import Readers
 log = logging.getLogger(__name__)
 
 OPTIMIZE_MIN_WRITTEN: Final = 1000
+MOVED_PER_STATEMENT: Final = 500
+"""Moved documents read and written again together: a renamed directory of any size
+holds this many texts at a time."""
 
 
 _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
@@ -236,8 +244,8 @@ class Store:
         Each file keeps its id and ``indexed_at``, so what search by meaning computed of
         it stays, and searches never see it missing. Its words are indexed again under
         the new name, read from the file at its new path: the index keeps no text.
-        (The rename changes each file's ctime, so the next scan reads them once: a move
-        never loses an edit made with it.)
+        (A file edited along the way no longer matches its recorded stamp, so the next
+        scan reads it again: a move never loses an edit made with it.)
         """
         if old == new:
             return 0
@@ -259,26 +267,47 @@ class Store:
                     " FROM json_each(?) AS j WHERE files.id = j.value->>0",
                     (new_root, as_json((i, p, p[start:]) for i, p in moved.items())),
                 )
-                # The FTS name column holds the relative path (ranked, and matched by
-                # searches for a file's name): each moved document is indexed again under
-                # its new name, from the file (the index keeps no text). A file changed
-                # since it was indexed no longer matches its stamp, so the scan after the
-                # move reads it again. Skipped files have no document.
                 indexed = conn.execute(
                     f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
                     (as_json(moved),),
                 ).fetchall()
-                documents.remove(conn, [i for i, _ in indexed], keep_grams=True)
-                renamed = []
-                for rowid, size in indexed:
-                    text = current_text(moved[rowid], new_root, size)
-                    row, words = documents.row_and_words(
-                        moved[rowid][start:], extract_title(text), text
-                    )
-                    renamed.append(documents.Entry(rowid, row, words, None))
-                documents.insert(conn, renamed)
+                for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
+                    chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
+                    self._rename(conn, chunk, moved, new_root)
                 self.unmerged += len(rows)
         return len(rows)
+
+    def _rename(
+        self,
+        conn: sqlite.Connection,
+        indexed: list[tuple[int, int]],
+        moved: dict[int, str],
+        new_root: str,
+    ) -> None:
+        """Index the moved documents ``indexed`` (id, size) again under their new paths
+        (``moved``, in ``new_root``). The FTS name column holds the path relative to the
+        root (ranked, and matched by searches for a file's name), and the index keeps
+        no text: each is read from its new path. A file changed since it was indexed no
+        longer matches its stamp, so the scan after the move reads it again; one that
+        cannot be read now loses its document, and its recorded mtime becomes one no
+        file has, so that the next scan reads it whatever else it finds."""
+        start = len(new_root) + 1
+        renamed, unread = [], []
+        for rowid, size in indexed:
+            text = current_text(moved[rowid], new_root, size)
+            if text is None:
+                unread.append(rowid)
+                continue
+            row, words = documents.row_and_words(moved[rowid][start:], extract_title(text), text)
+            renamed.append(documents.Entry(rowid, row, words, None))
+        documents.remove(conn, [e.rowid for e in renamed], keep_grams=True)
+        documents.insert(conn, renamed)
+        if unread:
+            documents.remove(conn, unread)
+            conn.execute(
+                f"UPDATE files SET mtime_ns = ? WHERE id IN {IN_JSON}",
+                (RETRY_MTIME_NS, as_json(unread)),
+            )
 
     def remove_root(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
