@@ -95,7 +95,7 @@ def _index(check: CheckReply | str, status: StatusReply) -> Iterator[Finding]:
         )
         return
     if check.integrity == "ok":
-        yield Finding("ok", "index integrity (PRAGMA quick_check)")
+        yield Finding("ok", "index integrity (PRAGMA quick_check, full-text indexes included)")
     else:
         yield Finding(
             "FAIL",
