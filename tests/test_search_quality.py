@@ -16,7 +16,7 @@ import pytest
 from conftest import Daemon, note, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing import documents, tokens
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import searcher
@@ -205,6 +205,24 @@ async def test_identifiers_whole_and_by_parts(daemon: Daemon) -> None:
             other = "snake" if ident.style in ("camel", "pascal") else "camel"
             await expect(ident.spell(other), ident.path, 3)
     assert not failures, "\n".join(failures[:20]) + f"\n({len(failures)} failures)"
+
+
+def _words_by_parts(word: str) -> str:
+    """``identifier_words`` as its docstring defines it, from ``split_identifier``."""
+    chunks, parts = tokens._CHUNK.findall(word), tokens.split_identifier(word)
+    if len(parts) < 2 or not any(ch.isalpha() for ch in word):
+        return ""
+    out = [" ".join(parts)] if len(parts) > len(chunks) else []
+    return " ".join([*out, "".join(parts)] if len(chunks) > 1 else out)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="aBcXyZ019_-", min_size=1, max_size=24))
+def test_identifier_words_are_the_parts_of_split_identifier(word: str) -> None:
+    """The one-pass split (what indexing runs per new identifier) gives what the parts
+    of ``split_identifier`` give, whatever the case runs, digits and separators."""
+    assert tokens.identifier_words(word) == _words_by_parts(word)
 
 
 @pytest.mark.slow
