@@ -91,18 +91,18 @@ def fts5_string(text: str) -> str:
 def split_identifier(word: str) -> tuple[str, ...]:
     """Lower-cased parts: ``parseHTTPRequest2`` → parse, http, request2;
     ``max_file-size`` → max, file, size. Digits stay with the letters before them."""
-    return tuple(p.lower() for chunk in _CHUNK.findall(word) for p in _PART.findall(chunk))
+    return tuple(p.lower() for p in _PART.findall(word))
 
 
 def identifier_words(word: str) -> str:
     """What ``subwords`` holds for one ASCII identifier: the parts unicode61 cannot see
     (camelCase) and the joined form it cannot see (separators); "" if not compound.
 
-    ``split_identifier`` in fewer steps, as this runs for every new identifier of a
-    tree: ``_PART`` matches no separator and its lookarounds treat one as the end of a
-    chunk, so one pass over the word finds the chunks' parts, and lower-casing the
-    result lower-cases each part (the same output for every distinct identifier of a
-    kernel tree, ``bench/README.md``)."""
+    The parts are ``split_identifier``'s, lower-cased once for all, as this runs for
+    every new identifier of a tree. One pass of ``_PART`` over the whole word finds
+    what it finds in each chunk: it matches no separator, and its lookarounds see one
+    as the end of a chunk (the same output for every distinct identifier of a kernel
+    tree, ``bench/README.md``)."""
     parts = _PART.findall(word)
     if len(parts) < 2 or word.upper() == word.lower():
         return ""  # not compound, or a number such as a date: 2024-01-31
