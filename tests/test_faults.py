@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
+from kbindex.daemon.indexing.textfile import extract_title
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
@@ -91,8 +92,7 @@ def disk_state(root: Path) -> dict[str, tuple[int, int, str]]:
     out = {}
     for path in root.rglob("*.md"):
         st = path.stat()
-        first = path.read_text().partition("\n")[0]
-        title = first.removeprefix("# ") if first.startswith("# ") else ""
+        title = extract_title(path.read_text())
         out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, title)
     return out
 
