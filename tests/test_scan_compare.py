@@ -94,7 +94,7 @@ def test_files_under_a_directory_that_cannot_be_listed_are_kept(tmp_path: Path) 
 
     changed, removed = _compare([result], known, full=False)
 
-    assert changed == [] and removed == []
+    assert len(changed) == 0 and removed == []
 
 
 def test_a_file_scope_matches_its_own_row(tmp_path: Path) -> None:
@@ -107,3 +107,22 @@ def test_a_file_scope_matches_its_own_row(tmp_path: Path) -> None:
     assert [s[0] for s in result.stamps] == [str(root / "a.md")] and result.matched == 0
     unchanged = walk(root, root / "b.md", rules(), None, known)
     assert unchanged.stamps == set() and unchanged.matched == 1
+
+
+def test_files_of_two_roots_come_in_path_order_each_with_its_root(tmp_path: Path) -> None:
+    first, second = tree(tmp_path / "one"), tree(tmp_path / "two")
+    (second / "sub" / "d.md").write_text("d")
+
+    changed, _ = _compare([walk(second, second, rules()), walk(first, first, rules())], set(), True)
+
+    paths = [s.path for s in changed]
+    assert paths == sorted(paths) and len(paths) == 7
+    assert {(s.relpath, s.root) for s in changed} >= {
+        ("sub/d.md", str(second)),
+        ("a.md", str(first)),
+        ("a.md", str(second)),
+    }
+    assert (changed.count_in(str(first)), changed.count_in(str(second))) == (3, 4)
+    seen = next(s for s in changed if s.path == str(first / "a.md"))
+    st = (first / "a.md").stat()
+    assert seen.signature == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)

@@ -12,6 +12,7 @@ writes nothing.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import time
@@ -19,7 +20,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
 from typing import Final, TypeVar
 
 import anyio
@@ -27,7 +27,7 @@ import anyio.to_thread
 from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
-from kbindex.daemon.indexing.scanner import Seen, Stamp, Walk, walk
+from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk
 from kbindex.daemon.roots import Located, Roots
 from kbindex.daemon.storage.index import Index, Update
 
@@ -232,7 +232,7 @@ class Indexer:
                     and o.reason == textfile.SkipReason.UNREADABLE
                 )
                 # Files deleted since the walk: the index drops the rows it has of them.
-                await self._write(self.index.apply, updates, vanished)
+                await self._write(self._apply, updates, vanished)
                 self.health.files_read += len(updates)
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
@@ -249,6 +249,15 @@ class Indexer:
         self._report_roots(targets, listed, changed, removed, outcome.seconds)
         return outcome
 
+    def _apply(self, updates: list[Update], vanished: list[str]) -> None:
+        self.index.apply(updates, vanished)
+        # The batch's texts and columns are freed now, but glibc keeps the pages of
+        # its heaps (one per thread that allocated) for reuse by the same heap: after
+        # a batch of large files the next batch, read on another thread, would take
+        # new pages beside them. Handing them back bounds what the pipeline holds
+        # (-14 MB at a kernel's peak, ``bench/README.md``).
+        _trim_heap()
+
     def _walk_all(self, targets: Sequence[Located], known: set[Stamp] | None) -> list[Walk]:
         memo: dict[str, Chain | str] = {}
         return [walk(t.root, t.path, self.rules, memo, known) for t in targets]
@@ -257,7 +266,7 @@ class Indexer:
         self,
         targets: Sequence[Located],
         listed: Sequence[int],
-        changed: list[Seen],
+        changed: Pending,
         removed: list[str],
         seconds: float,
     ) -> None:
@@ -271,7 +280,7 @@ class Indexer:
                 at=time.time(),
                 seconds=round(seconds, 4),
                 files_seen=count,
-                changed=sum(1 for s in changed if s.root == root),
+                changed=changed.count_in(root),
                 removed=sum(1 for p in removed if p.startswith(prefix)),
             )
 
@@ -326,6 +335,22 @@ def _ignore(reason: str) -> None:
     pass
 
 
+def _heap_trimmer() -> Callable[[], object]:
+    """glibc's ``malloc_trim(0)``: free pages of every heap go back to the system.
+    Nothing where the C library has none (musl)."""
+    try:
+        return partial(ctypes.CDLL(None).malloc_trim, 0)
+    except (OSError, AttributeError):
+        return _nothing
+
+
+def _nothing() -> None:
+    pass
+
+
+_trim_heap: Final = _heap_trimmer()
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a while. A scan builds a tuple per file
@@ -341,16 +366,16 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _compare(
-    results: Sequence[Walk], known: set[Stamp], full: bool
-) -> tuple[list[Seen], list[str]]:
+def _compare(results: Sequence[Walk], known: set[Stamp], full: bool) -> tuple[Pending, list[str]]:
     """The files to read and the paths to remove, after ``results`` were walked with
     ``known`` (then it holds only the rows of files changed or gone) or, when ``full``,
     without it (every file is read)."""
     unmatched = known - set().union(*(r.stamps for r in results)) if full else known
-    fresh: dict[str, Seen] = {}  # by path: a later scope's listing wins
+    roots = list(dict.fromkeys(r.root for r in results))
+    fresh: dict[str, tuple[Stamp, int]] = {}  # by path: a later scope's listing wins
     for result in results:
-        fresh.update((s[0], result.seen(s)) for s in result.stamps)
+        root = roots.index(result.root)
+        fresh.update((s[0], (s, root)) for s in result.stamps)
     # A row whose path was listed is a changed file; the others are gone, except under a
     # directory that could not be listed, which says nothing of its files.
     unlisted = [p + "/" for r in results for p, _ in r.problems]
@@ -360,10 +385,10 @@ def _compare(
     # In path order, not the sets' hash order, which changes with every process: files
     # of a folder are read together, and a first index numbers them the same way each
     # time (search ties are broken by that number).
-    return sorted(fresh.values(), key=attrgetter("path")), removed
+    return Pending(fresh, roots), removed
 
 
-def _batches(items: list[Seen]) -> list[list[Seen]]:
+def _batches(items: Pending) -> Iterator[list[Seen]]:
     """``items`` in batches of at most BATCH_FILES files and BATCH_BYTES bytes, and
     in at least PIPELINE_DEPTH batches once there are MIN_SPLIT_FILES files or more.
 
@@ -371,15 +396,13 @@ def _batches(items: list[Seen]) -> list[list[Seen]]:
     to 1,000 paths, and a refresh written as one batch cannot read ahead while it
     writes; split, reading overlaps writing from the second batch on."""
     per_batch = min(BATCH_FILES, max(MIN_SPLIT_FILES, -(-len(items) // PIPELINE_DEPTH)))
-    batches: list[list[Seen]] = []
     current: list[Seen] = []
     size = 0
     for item in items:
         current.append(item)
         size += item.size
         if len(current) >= per_batch or size >= BATCH_BYTES:
-            batches.append(current)
+            yield current
             current, size = [], 0
     if current:
-        batches.append(current)
-    return batches
+        yield current
