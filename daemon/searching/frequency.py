@@ -15,6 +15,7 @@ rule, not a shortcut: ``tests/test_common_words.py`` pins it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon.indexing.documents import STEMMED
@@ -32,16 +33,35 @@ def documents(conn: sqlite.Connection) -> int:
     return int(row[0])
 
 
-def selective(conn: sqlite.Connection, alternatives: Alternatives) -> tuple[Expr, ...] | None:
+@dataclass(frozen=True, slots=True)
+class Held:
+    """How many documents hold each item of an ``any`` expression."""
+
+    documents: int
+    counts: dict[Expr, int]
+    """By item, counted no further than ``cap`` (exact below it); no prefix terms."""
+    cap: int
+
+
+def held(conn: sqlite.Connection, alternatives: Alternatives) -> Held:
+    """The counts ``selective`` and ``essential.split`` decide by."""
+    documents_ = documents(conn)
+    cap = int(COMMON_FRACTION * documents_) + 1
+    counts = {i: _held_by(conn, render(i), cap) for i in alternatives.items if not has_prefix(i)}
+    return Held(documents_, counts, cap)
+
+
+def selective(
+    conn: sqlite.Connection, alternatives: Alternatives, counted: Held | None = None
+) -> tuple[Expr, ...] | None:
     """The items of ``alternatives`` that are not common, when some are common and some
     are not; None when leaving nothing out (all common, or none). Prefix terms stand for
     words resolved later: they are never common here."""
     items = alternatives.items
     if len(items) < 2:
         return None
-    cap = int(COMMON_FRACTION * documents(conn)) + 1
-    held = {i: _held_by(conn, render(i), cap) for i in items if not has_prefix(i)}
-    kept = tuple(i for i in items if held.get(i, 0) < cap)
+    counted = held(conn, alternatives) if counted is None else counted
+    kept = tuple(i for i in items if counted.counts.get(i, 0) < counted.cap)
     return kept if kept and len(kept) < len(items) else None
 
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.indexing.textfile import current_text
-from kbindex.daemon.searching import frequency, passages, prefixes
+from kbindex.daemon.searching import essential, frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
 from kbindex.daemon.storage.database import is_damage
 from kbindex.daemon.storage.engine import sqlite
@@ -175,12 +175,24 @@ class _Query:
     ) -> tuple[list[Any], int]:
         """An ``any`` expression, its common items left out where the rest still fill
         the list (see ``frequency``)."""
-        selective = frequency.selective(conn, alternatives)
+        if len(alternatives.items) < 2:
+            return self.run(conn, alternatives.expression(), (), excluded)
+        held = frequency.held(conn, alternatives)
+        selective = frequency.selective(conn, alternatives, held)
         if selective is not None:
-            rows, total = self.run(conn, alternatives.expression(selective), (), excluded)
+            rows, total = self.run(
+                conn,
+                alternatives.expression(selective),
+                (),
+                excluded,
+                essential.split(selective, held, self.limit),
+            )
             if len(rows) >= self.limit:
                 return rows, total
-        return self.run(conn, alternatives.expression(), (), excluded)
+        items = alternatives.items
+        return self.run(
+            conn, alternatives.expression(), (), excluded, essential.split(items, held, self.limit)
+        )
 
     def run(
         self,
@@ -188,9 +200,11 @@ class _Query:
         match: Expr,
         required: tuple[str, ...],
         excluded: tuple[str, ...],
+        split: essential.Split | None = None,
     ) -> tuple[list[Any], int]:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
-        exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``)."""
+        exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
+        ``split``: the documents of its essential items ranked first (``essential``)."""
         cond, params = path_condition(self.path_filter)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
@@ -206,7 +220,7 @@ class _Query:
                 # it starts) cost as much to find again as to rank: counted while ranked.
                 rows, total = self._ranked_counted(conn, source, args)
             else:
-                rows = self._ranked(conn, source, args)
+                rows = self._ranked_first(conn, source, args, split)
                 total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
         except sqlite.OperationalError as exc:
             if is_damage(exc):
@@ -216,6 +230,25 @@ class _Query:
                 raise BadQuery("the query took too long; make it more specific") from None
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
         return rows, total
+
+    def _ranked_first(
+        self,
+        conn: sqlite.Connection,
+        source: str,
+        args: list[object],
+        split: essential.Split | None,
+    ) -> list[Any]:
+        """``_ranked``, the documents of ``split``'s essential items first: their list
+        when it decides the ranking, else the whole one. (The unary ``+``: see
+        ``_checks``.)"""
+        if split is not None:
+            narrowed = (
+                f"{source} AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+            )
+            rows = self._ranked(conn, narrowed, [*args, split.essential])
+            if len(rows) == self.limit and split.decides(rows[-1][-1]):
+                return rows
+        return self._ranked(conn, source, args)
 
     def _ranked(self, conn: sqlite.Connection, source: str, args: list[object]) -> list[Any]:
         """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid

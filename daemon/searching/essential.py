@@ -1,0 +1,86 @@
+"""Ranking an ``any`` expression without scoring the documents that cannot make the list.
+
+bm25 scores every match, about 1 us each: a question over a kernel tree matches 20,000
+to 37,000 documents, and scoring them was most of its time (``bench/README.md``). But a
+document holding only the commonest items can score only so much. FTS5's bm25 gives
+each phrase of the expression ``idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len /
+avglen))`` (f: its weighted count in the document), which stays below ``idf * (k1 +
+1)`` whatever f and the document's length. So the searcher first ranks only the
+documents holding one of the rarer, *essential* items (still scored on the whole
+expression); when the last of the best ``limit`` scores more than the other items can
+add up to, no document left out could have entered the list, and it is the list the
+whole ranking gives: same documents, scores and order. Otherwise the whole expression
+is ranked. This is the MaxScore idea (Turtle and Flood, 1995), with FTS5 doing the
+scoring.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from kbindex.daemon.searching.frequency import Held
+from kbindex.daemon.searching.query import Expr, has_prefix, join, render
+
+K1: Final = 1.2
+"""FTS5's bm25 constant k1 (``fts5_aux.c``); ``b`` does not enter the bound."""
+SLACK: Final = 1.001
+"""The bound is raised by this factor: the document count the idf takes (FTS5's own
+row count) could differ from ``Held.documents`` by a few rows while a writer commits."""
+_SINGLE_PHRASE: Final = '"'
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    essential: str
+    """MATCH expression on ``docs``: the documents ranked first."""
+    bound: float
+    """The most the other items add to a document's bm25 score, together."""
+
+    def decides(self, last_score: float) -> bool:
+        """Whether a list whose last document scores ``last_score`` (bm25 as FTS5
+        returns it, negative) is the whole ranking's."""
+        return -last_score > self.bound
+
+
+def split(items: tuple[Expr, ...], held: Held, limit: int) -> Split | None:
+    """The essential items of an ``any`` expression over ``items``: the rarest, until
+    they find ``limit`` documents or more, and every item that is more than one phrase
+    (its documents counted together say nothing of each phrase's idf); None when no
+    item would be left to bound. Items must be counted in ``held`` exactly (below
+    its cap), as ``selective`` keeps them."""
+    if any(has_prefix(i) for i in items):
+        return None  # its words are resolved later, and counted nowhere
+    counted = [i for i in items if _one_phrase(i) and held.counts.get(i, held.cap) < held.cap]
+    counted.sort(key=lambda i: held.counts[i])
+    found = 0
+    essential = [i for i in items if i not in counted]
+    rest = []
+    for item in counted:
+        if found < limit:
+            essential.append(item)
+            found += held.counts[item]
+        else:
+            rest.append(item)
+    if not rest or not essential:
+        return None
+    bound = sum(_most(held.counts[i], held.documents) for i in rest) * SLACK
+    return Split(render(join(" OR ", essential)), bound)
+
+
+def _most(count: int, documents: int) -> float:
+    """The most one phrase held by ``count`` of ``documents`` adds to a bm25 score:
+    ``idf * (k1 + 1)``, idf as FTS5 computes it (never below 1e-6)."""
+    idf = math.log((documents - count + 0.5) / (count + 0.5))
+    return max(idf, 1e-6) * (K1 + 1.0)
+
+
+def _one_phrase(item: Expr) -> bool:
+    """One FTS5 string (a word or a phrase), nothing else: bm25 counts it as a phrase."""
+    text = render(item)
+    return (
+        text.startswith(_SINGLE_PHRASE)
+        and text.endswith(_SINGLE_PHRASE)
+        and '"' not in text[1:-1].replace('""', "")
+    )
