@@ -252,20 +252,3 @@ def test_the_index_admits_every_file_with_a_match(
     found = grep.candidates(conn, query, None, [], [])
     conn.close()
     assert want <= set(found.paths), (pattern, query)
-
-
-def test_beside_a_literals_words_only_the_trigrams_across_a_separator_are_asked() -> None:
-    """With the phrase of its words (``phrases``), a literal's trigram query keeps what
-    the words cannot say: the trigrams that hold ``_`` (or another non-alphanumeric
-    byte); a literal of one word needs none."""
-    query = trigrams.required("kmem_cache", fixed=True)
-    kept = trigrams.beside_words(query)
-    assert isinstance(kept, trigrams.And)
-    assert {bytes.fromhex(g).decode() for g in kept.parts if isinstance(g, str)} == {
-        "em_",
-        "m_c",
-        "_ca",
-    }
-    assert trigrams.beside_words(trigrams.required("deadlock", fixed=True)) is trigrams.ANY
-    either = trigrams.required("kmem_a|kmem_b")
-    assert trigrams.beside_words(either) == either

@@ -113,10 +113,8 @@ def candidates(
     files (path, relpath) not indexed yet; all within ``path_filter``."""
     cond, path_params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS
-    words = words if narrowed else None
-    if words is not None:
-        query = trigrams.beside_words(query)
     match = trigrams.match_expression(query) if narrowed else None
+    words = words if narrowed else None
     indexed, params = f"f.skip_reason IS NULL AND {cond}", list(path_params)
     if words is not None:
         said = f"f.id IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"

@@ -416,19 +416,3 @@ def match_expression(query: Query) -> str | None:
     glue = " AND " if isinstance(query, And) else " OR "
     parts = sorted(match_expression(p) or "" for p in query.parts)
     return "(" + glue.join(parts) + ")"
-
-
-def beside_words(query: Query) -> Query:
-    """What a literal's trigram ``query`` adds to the phrases of its words
-    (``phrases.required``), whose files it is asked with: the trigrams holding a byte
-    that is not an ASCII letter or digit (``m_h`` of ``devm_hwmon``), which the words
-    cannot see. Those within a word mostly repeat what the phrase says, and each
-    costs the candidate query a doclist. Only a plain AND of trigrams is trimmed."""
-    if not isinstance(query, And) or not all(isinstance(p, str) for p in query.parts):
-        return query
-    kept: Query = ANY
-    for gram in query.parts:
-        assert isinstance(gram, str)
-        if not bytes.fromhex(gram).isalnum():
-            kept = both(kept, gram)
-    return kept
