@@ -31,7 +31,7 @@ def listed(result: Walk) -> set[str]:
 
 def walked(root: Path, r: IgnoreRules, start: Path | None = None) -> list[str]:
     result = walk(root, start or root, r)
-    return sorted(result.seen(s).relpath for s in result.stamps)
+    return sorted(s[0][len(result.root) + 1 :] for s in result.stamps)
 
 
 def test_nested_gitignore_with_negation_and_kbignore_precedence(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.indexer import _compare
 from kbindex.daemon.indexing.scanner import Stamp, walk
@@ -126,3 +127,20 @@ def test_files_of_two_roots_come_in_path_order_each_with_its_root(tmp_path: Path
     seen = next(s for s in changed if s.path == str(first / "a.md"))
     st = (first / "a.md").stat()
     assert seen.signature == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def test_a_time_past_64_bits_is_kept_as_listed(tmp_path: Path) -> None:
+    """A file stamped centuries ahead (ext4 takes times to 2446) has an mtime past a
+    signed 64-bit number: the compact list keeps it as it is, and the others as well."""
+    root = tree(tmp_path)
+    far = 10_400_000_000_000_000_000  # 2299
+    os.utime(root / "b.md", ns=(far, far))
+    if (root / "b.md").stat().st_mtime_ns != far:
+        pytest.skip("this file system cannot store a time past 2262")
+
+    changed, _ = _compare([walk(root, root, rules())], set(), True)
+
+    by_name = {s.relpath: s for s in changed}
+    assert by_name["b.md"].mtime_ns == far
+    assert by_name["a.md"].mtime_ns == (root / "a.md").stat().st_mtime_ns
+    assert [s.relpath for s in changed] == ["a.md", "b.md", "sub/c.md"]

@@ -71,26 +71,36 @@ class Pending:
     kernel tree's 78,000 ``Seen`` took 30 MB, this takes 12. A ``Seen`` is made for a
     file as its batch is read."""
 
-    __slots__ = ("_numbers", "_paths", "_root_of", "roots")
+    __slots__ = ("_numbers", "_outsized", "_paths", "_root_of", "roots")
 
     def __init__(self, found: dict[str, tuple[Stamp, int]], roots: list[str]) -> None:
         """``found``: each file's stamp and the index of its root in ``roots``."""
         self.roots = roots
         self._paths = sorted(found)
-        self._root_of = array("H")
+        self._root_of = array("I")
         self._numbers = array("q")
-        for path in self._paths:
+        self._outsized: dict[int, Stamp] = {}
+        """Stamps with a number past 64 signed bits (a time set centuries ahead), by
+        position; their cells in ``_numbers`` hold zeros."""
+        for i, path in enumerate(self._paths):
             stamp, root = found[path]
             self._root_of.append(root)
-            self._numbers.extend(stamp[1:])
+            try:
+                numbers = array("q", stamp[1:])
+            except OverflowError:
+                self._outsized[i] = stamp
+                numbers = array("q", bytes(40))
+            self._numbers.extend(numbers)
 
     def __len__(self) -> int:
         return len(self._paths)
 
     def __iter__(self) -> Iterator[Seen]:
-        roots, numbers = self.roots, self._numbers
+        roots, numbers, outsized = self.roots, self._numbers, self._outsized
         for i, (path, root) in enumerate(zip(self._paths, self._root_of, strict=True)):
-            yield Seen(path, roots[root], *numbers[i * 5 : i * 5 + 5])
+            stamp = outsized.get(i)
+            values = numbers[i * 5 : i * 5 + 5] if stamp is None else stamp[1:]
+            yield Seen(path, roots[root], *values)
 
     def count_in(self, root: str) -> int:
         """Files of the root ``root``."""
@@ -127,11 +137,6 @@ class Walk:
     def listed(self) -> int:
         """Files listed: kept in ``stamps`` or matched."""
         return len(self.stamps) + self.matched
-
-    def seen(self, stamp: Stamp) -> Seen:
-        """The ``Seen`` of one of ``stamps``: built only for the files a refresh reads."""
-        path = stamp[0]
-        return Seen(path, self.root, *stamp[1:])
 
 
 def walk(
