@@ -16,7 +16,6 @@ runs shielded. A second signal during shutdown exits at once.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import logging
 import os
 import signal
@@ -31,6 +30,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+from kbindex.daemon import heap
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
@@ -61,9 +61,6 @@ STATUS_RECOUNT_SECONDS: Final = 30.0
 INDEX_ERROR_RETRY_SECONDS: Final = 5.0
 """How soon a scan retries after a write to the index failed (disk full)."""
 INDEX_ERROR_RETRY_MAX_SECONDS: Final = 60.0
-M_MMAP_THRESHOLD: Final = -3
-"""glibc's ``mallopt`` parameter (malloc.h)."""
-MMAP_THRESHOLD_BYTES: Final = 1 << 20
 
 
 async def run(
@@ -316,19 +313,6 @@ class StateDirUnusable(Exception):
     """The state directory (index, locks) cannot be written by this user."""
 
 
-def _map_large_allocations() -> None:
-    """Give every allocation of 1 MB or more its own mapping, returned to the system when
-    freed. Why: glibc raises its threshold for that to 32 MB once a large block is freed,
-    so the multi-MB texts and statements of a tree with big files (a kernel's register
-    headers) then come from the heap, which fragments and keeps them. Set at start-up,
-    before any thread exists; skipped where the C library has no ``mallopt`` (musl)."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="kbindexd",
@@ -344,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(settings.log_level)
     # Everything the daemon creates (socket, index, locks) is for its user alone.
     os.umask(0o077)
-    _map_large_allocations()
+    heap.map_large_allocations()
     notifier = Notifier.from_environ(unset=True)
     try:
         inherited = inherited_socket()

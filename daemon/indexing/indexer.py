@@ -12,7 +12,6 @@ writes nothing.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import time
@@ -24,6 +23,7 @@ from typing import Final, TypeVar
 
 import anyio
 import anyio.to_thread
+from kbindex.daemon import heap
 from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
@@ -231,9 +231,10 @@ class Indexer:
                     if isinstance(o, textfile.Skipped)
                     and o.reason == textfile.SkipReason.UNREADABLE
                 )
+                read = len(updates)
                 # Files deleted since the walk: the index drops the rows it has of them.
                 await self._write(self._apply, updates, vanished)
-                self.health.files_read += len(updates)
+                self.health.files_read += read
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
                 self.health.progress = progress
@@ -250,13 +251,12 @@ class Indexer:
         return outcome
 
     def _apply(self, updates: list[Update], vanished: list[str]) -> None:
+        """Write a batch, then drop it (the lists are emptied: its texts and columns
+        are freed here, not when the next batch arrives) and trim the heap."""
         self.index.apply(updates, vanished)
-        # The batch's texts and columns are freed now, but glibc keeps the pages of
-        # its heaps (one per thread that allocated) for reuse by the same heap: after
-        # a batch of large files the next batch, read on another thread, would take
-        # new pages beside them. Handing them back bounds what the pipeline holds
-        # (-14 MB at a kernel's peak, ``bench/README.md``).
-        _trim_heap()
+        updates.clear()
+        vanished.clear()
+        heap.trim()
 
     def _walk_all(self, targets: Sequence[Located], known: set[Stamp] | None) -> list[Walk]:
         memo: dict[str, Chain | str] = {}
@@ -333,22 +333,6 @@ class Indexer:
 
 def _ignore(reason: str) -> None:
     pass
-
-
-def _heap_trimmer() -> Callable[[], object]:
-    """glibc's ``malloc_trim(0)``: free pages of every heap go back to the system.
-    Nothing where the C library has none (musl)."""
-    try:
-        return partial(ctypes.CDLL(None).malloc_trim, 0)
-    except (OSError, AttributeError):
-        return _nothing
-
-
-def _nothing() -> None:
-    pass
-
-
-_trim_heap: Final = _heap_trimmer()
 
 
 @contextmanager
