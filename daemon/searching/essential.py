@@ -11,7 +11,8 @@ expression); when the last of the best ``limit`` scores more than the other item
 add up to, no document left out could have entered the list, and it is the list the
 whole ranking gives: same documents, scores and order. Otherwise the whole expression
 is ranked. This is the MaxScore idea (Turtle and Flood, 1995), with FTS5 doing the
-scoring.
+scoring. It holds while the ranking is FTS5's bm25 with weights of 0 or more (the
+searcher checks the weights); a ranking with another signal must not use it.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from kbindex.daemon.searching.query import Expr, has_prefix, join, render
 K1: Final = 1.2
 """FTS5's bm25 constant k1 (``fts5_aux.c``); ``b`` does not enter the bound."""
 SLACK: Final = 1.001
-"""The bound is raised by this factor: the document count the idf takes (FTS5's own
-row count) could differ from ``Held.documents`` by a few rows while a writer commits."""
-_SINGLE_PHRASE: Final = '"'
+"""The bound is raised by this factor, against rounding: FTS5 sums its scores in its
+own order. (Its row count, which the idf takes, is ``Held.documents``: both are read in
+the search's one transaction, and FTS5's integrity check holds them equal.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +49,15 @@ def split(items: tuple[Expr, ...], held: Held, limit: int) -> Split | None:
     """The essential items of an ``any`` expression over ``items``: the rarest, until
     they find ``limit`` documents or more, and every item that is more than one phrase
     (its documents counted together say nothing of each phrase's idf); None when no
-    item would be left to bound. Items must be counted in ``held`` exactly (below
-    its cap), as ``selective`` keeps them."""
+    item would be left to bound, or one is a prefix term. An item ``held`` counted only
+    up to its cap is bounded as if held by the cap: more documents, a lower idf."""
     if any(has_prefix(i) for i in items):
         return None  # its words are resolved later, and counted nowhere
-    counted = [i for i in items if _one_phrase(i) and held.counts.get(i, held.cap) < held.cap]
-    counted.sort(key=lambda i: held.counts[i])
-    found = 0
-    essential = [i for i in items if i not in counted]
+    ranked = sorted((i for i in items if _one_phrase(i)), key=lambda i: held.counts[i])
+    essential = [i for i in items if not _one_phrase(i)]
     rest = []
-    for item in counted:
+    found = 0
+    for item in ranked:
         if found < limit:
             essential.append(item)
             found += held.counts[item]
@@ -79,8 +79,4 @@ def _most(count: int, documents: int) -> float:
 def _one_phrase(item: Expr) -> bool:
     """One FTS5 string (a word or a phrase), nothing else: bm25 counts it as a phrase."""
     text = render(item)
-    return (
-        text.startswith(_SINGLE_PHRASE)
-        and text.endswith(_SINGLE_PHRASE)
-        and '"' not in text[1:-1].replace('""', "")
-    )
+    return len(text) >= 2 and text[0] == text[-1] == '"' and '"' not in text[1:-1].replace('""', "")

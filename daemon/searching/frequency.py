@@ -45,22 +45,19 @@ class Held:
 
 def held(conn: sqlite.Connection, alternatives: Alternatives) -> Held:
     """The counts ``selective`` and ``essential.split`` decide by."""
-    documents_ = documents(conn)
-    cap = int(COMMON_FRACTION * documents_) + 1
+    total = documents(conn)
+    cap = int(COMMON_FRACTION * total) + 1
     counts = {i: _held_by(conn, render(i), cap) for i in alternatives.items if not has_prefix(i)}
-    return Held(documents_, counts, cap)
+    return Held(total, counts, cap)
 
 
-def selective(
-    conn: sqlite.Connection, alternatives: Alternatives, counted: Held | None = None
-) -> tuple[Expr, ...] | None:
+def selective(alternatives: Alternatives, counted: Held) -> tuple[Expr, ...] | None:
     """The items of ``alternatives`` that are not common, when some are common and some
     are not; None when leaving nothing out (all common, or none). Prefix terms stand for
     words resolved later: they are never common here."""
     items = alternatives.items
     if len(items) < 2:
         return None
-    counted = held(conn, alternatives) if counted is None else counted
     kept = tuple(i for i in items if counted.counts.get(i, 0) < counted.cap)
     return kept if kept and len(kept) < len(items) else None
 

@@ -178,7 +178,7 @@ class _Query:
         if len(alternatives.items) < 2:
             return self.run(conn, alternatives.expression(), (), excluded)
         held = frequency.held(conn, alternatives)
-        selective = frequency.selective(conn, alternatives, held)
+        selective = frequency.selective(alternatives, held)
         if selective is not None:
             rows, total = self.run(
                 conn,
@@ -241,7 +241,7 @@ class _Query:
         """``_ranked``, the documents of ``split``'s essential items first: their list
         when it decides the ranking, else the whole one. (The unary ``+``: see
         ``_checks``.)"""
-        if split is not None:
+        if split is not None and min(self.weights) >= 0:  # the bound needs them so
             narrowed = (
                 f"{source} AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             )
