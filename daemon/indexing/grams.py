@@ -32,8 +32,7 @@ memory of 4-byte cells, each page of the table covering twice the trigrams)."""
 CHUNK_BYTES: Final = 1 << 18
 """Bytes of a text turned into trigram numbers at a time. The numpy arrays of a chunk
 take about 16 bytes per byte of text: a text of several MB done at once held several
-times its size at the indexer's peak; in chunks they stay near 4 MB (a kernel's
-largest header: 18 MB with 1 MB chunks, 9 with these)."""
+times its size at the indexer's peak; in chunks they stay near 4 MB."""
 
 
 def of_text(text: str, encoding: str | None) -> str:

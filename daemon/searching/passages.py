@@ -244,9 +244,9 @@ def _lines_holding(
     substring search skips ahead several times faster than a regex scan; a spelling
     is looked for again only past the line where it was found. No spelling holds a
     line break, so these are the lines the regex finds."""
-    # This loop runs up to MAX_LINES times per hit: plain substring searches unless a
-    # spelling is a symbol term, and the line found inline (a third of a question's
-    # time on a kernel tree went to placing its snippets).
+    # This loop runs up to MAX_LINES times per hit, most of a question's Python on a
+    # tree of large files: plain substring searches unless a spelling is a symbol
+    # term, and the line found inline.
     find = partial(_find, text) if any(map(_is_symbol, spellings)) else text.find
     following = {s: at for s in spellings if (at := find(s, 0)) != -1}
     while following:
