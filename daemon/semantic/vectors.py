@@ -28,7 +28,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.storage.database import disk_bytes, transaction
+from kbindex.daemon.storage.database import delete_files, disk_bytes, transaction
 from kbindex.daemon.storage.engine import sqlite
 
 SCHEMA_VERSION: Final = 1
@@ -73,8 +73,7 @@ class VectorFile:
             self._conn = self._connect(model, dim)
         except sqlite.DatabaseError:
             self.close()
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            delete_files(self.path)
             self._conn = self._connect(model, dim)
 
     def _connect(self, model: str, dim: int) -> sqlite.Connection:
