@@ -193,6 +193,8 @@ class _Run:
     code: int
     cut: bool
     counts: bool
+    records: list[ripgrep.Record] | None = None
+    """Already read (``Grepper._word_lines``); else ``out`` is read by ``_take``."""
 
 
 class Grepper:
@@ -267,8 +269,23 @@ class Grepper:
         self, rg: str, flags: ripgrep.Flags, paths: list[str], *, counts: bool
     ) -> asyncio.Task[_Run]:
         names = [os.fsencode(real_path(p)) for p in paths]
+        if flags.ascii_word and not counts and not flags.files_only:
+            return asyncio.ensure_future(self._word_lines(rg, flags, names))
         argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
         return asyncio.ensure_future(self._spawn(argv, counts))
+
+    async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
+        """The lines of an ``ascii_word`` pattern: found between ASCII word boundaries,
+        and the files where that may differ from ``-w`` searched again with it (see
+        ``ripgrep``)."""
+        run = await self._spawn([*flags.argv(rg, ascii_word=True), *names], counts=False)
+        records = ripgrep.parse(run.out)
+        unsure = ripgrep.unsure(records, flags.pattern)
+        if not unsure:
+            return _Run(b"", run.err, run.code, run.cut, False, records)
+        again = await self._spawn([*flags.argv(rg), *sorted(unsure)], counts=False)
+        records = [r for r in records if r.path not in unsure] + ripgrep.parse(again.out)
+        return _Run(b"", again.err, again.code, run.cut or again.cut, False, records)
 
     async def _spawn(self, argv: list[str | bytes], counts: bool) -> _Run:
         async with self._slots:
@@ -313,7 +330,9 @@ class Grepper:
             outcome.files += files
             outcome.truncated = outcome.truncated or lines > 0
             return kept
-        records = ripgrep.parse(run.out, files_only=flags.files_only)
+        records = run.records
+        if records is None:
+            records = ripgrep.parse(run.out, files_only=flags.files_only)
         records.sort(key=lambda r: (r.path.split(b"/"), r.line))
         seen: bytes | None = None
         for record in records:
