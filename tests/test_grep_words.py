@@ -5,7 +5,7 @@ docstring); these pin down when, and which files are searched again with ``-w``.
 from __future__ import annotations
 
 import pytest
-from kbindex.daemon.searching import ripgrep
+from kbindex.daemon.searching import grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
 
 
@@ -50,3 +50,30 @@ def test_files_where_the_word_meets_a_non_ascii_byte_are_searched_again() -> Non
         Record(b"e.txt", 1, 1, "lanternlantern \u00b2lantern".encode()),  # the third
     ]
     assert ripgrep.unsure(records, "lantern") == {b"a.txt", b"d.txt", b"e.txt"}
+
+
+def test_beside_a_literals_words_a_few_trigrams_spread_over_it_are_asked() -> None:
+    literal = "devm_hwmon_device_register_with_info"
+    every = trigrams.required(literal)
+    query, words = grep.required(literal, fixed=False, ignore_case=False, word=True)
+    assert words is not None
+    assert isinstance(every, trigrams.And)
+    assert isinstance(query, trigrams.And)
+    assert len(query.parts) == grep.TRIGRAMS_BESIDE_WORDS
+    assert query.parts < every.parts
+    first, last = literal[:3].encode().hex(), literal[-3:].encode().hex()
+    assert {first, last} <= query.parts
+    # Without words (a literal whose edges may be glued), every trigram is asked.
+    fixed = "Invalid number of channels"
+    assert grep.required(fixed, fixed=True, ignore_case=False, word=False) == (
+        trigrams.required(fixed, fixed=True),
+        None,
+    )
+
+
+def test_a_short_or_structured_query_is_kept_whole() -> None:
+    short = trigrams.required("kmem_ca")
+    assert trigrams.spread(short, "kmem_ca", 6) == short
+    either = trigrams.required("(kmem_cache_alloc|kfree_rcu_pointer)")
+    assert isinstance(either, trigrams.Or)
+    assert trigrams.spread(either, "kmem_cache_alloc", 2) == either

@@ -94,6 +94,24 @@ class Candidates:
         return cls(ordered, scanned_all, sum(sizes.values()))
 
 
+TRIGRAMS_BESIDE_WORDS: Final = 6
+"""Trigrams asked of a literal whose words are asked too (``trigrams.spread``)."""
+
+
+def required(
+    pattern: str, *, fixed: bool, ignore_case: bool, word: bool
+) -> tuple[trigrams.Query, phrases.Words | None]:
+    """What every file with a match holds: trigrams, and a literal's words in a row
+    (``phrases``). The words narrow the files as much as the trigrams within them, so
+    beside them a few trigrams are asked (the literal's edges, and files ``unless``
+    admits whatever their words)."""
+    query = trigrams.required(pattern, fixed=fixed, ignore_case=ignore_case)
+    words = phrases.required(pattern, fixed=fixed, word=word, ignore_case=ignore_case)
+    if words is not None:
+        query = trigrams.spread(query, pattern, TRIGRAMS_BESIDE_WORDS)
+    return query, words
+
+
 PENDING_PATHS: Final = 1000
 """Pending changes looked up one by one, at most; past it (a checkout in progress)
 grep reads every file."""

@@ -105,6 +105,27 @@ def of_string(s: str) -> Query:
     return query
 
 
+def spread(query: Query, literal: str, most: int) -> Query:
+    """``query``, the AND of the trigrams of ``literal``, cut to ``most`` of them spread
+    over it, its first and last kept (any other query as it is). Fewer trigrams only
+    ever admit more files; each one listed costs a read of its doclist at every
+    candidate, so where the literal's words already narrow the files (``phrases``), a
+    few do."""
+    if not isinstance(query, And) or len(query.parts) <= most:
+        return query
+    if not all(isinstance(p, str) for p in query.parts):
+        return query
+    try:
+        ordered = list(dict.fromkeys(g for g in tokens(literal.encode("utf-8").lower())))
+    except UnicodeEncodeError:
+        return query
+    ordered = [g for g in ordered if g in query.parts]
+    if len(ordered) <= most:
+        return query
+    step = (len(ordered) - 1) / (most - 1)
+    return And(frozenset(ordered[round(i * step)] for i in range(most)))
+
+
 def of_set(strings: frozenset[str]) -> Query:
     query: Query = None
     first = True
