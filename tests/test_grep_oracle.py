@@ -180,13 +180,15 @@ def build(root: Path, rng: random.Random) -> None:
     write(
         root / "phrases" / "decoy.txt", "kmem_cache then cache_alloc; channels of Invalid number\n"
     )
-    # An ASCII word under ``-w`` next to non-ASCII characters: a word character for
-    # ripgrep (é, a combining accent), or not (², a curly quote); and a line where the
-    # first occurrence is glued and a later one whole (``ripgrep.unsure``).
+    # An ASCII word under ``-w`` (run as ``\\bWORD\\b``) next to non-ASCII characters: a
+    # word character for ripgrep (é, a combining accent, the Kelvin sign), or not (², a
+    # curly quote); a line where the first occurrence is glued and a later one whole;
+    # and bytes that are not UTF-8 (``ripgrep.unsure``).
+    write(root / "legacy" / "cp1252 lantern.txt", b"\xe9lantern\xe9\nlantern\xe9 x\nlantern\n")
     write(root / "unicode" / "word edges.txt", (
         "\u00e9lantern here\nlantern\u0301 there\n\u00e9lantern then lantern\n"
         "\u00b2lantern\u00b2 fine\nlanterné\n\u201clantern\u201d\nplain lantern\n"
-        "\u00e9lantern only\n"
+        "\u00e9lantern only\n\u212aLANTERN \u212a\nLANTER\u212a\n"
     ))  # fmt: skip
     write(root / "legacy" / "cp1252 words.txt", b"caf\xe9 au lait; \xe9kmem_cache_alloc\xe9\n")
     write(root / "notes" / "misc.txt", "see util.rs and main.rs\nabcd cdab\na dog, a cog, a zog\n")
@@ -283,6 +285,8 @@ CASES = [
     Case("lantern", word=True, before=1),
     Case("lantern", word=True, files_only=True),
     Case("lantern", fixed=True, word=True),
+    Case("lantern", word=True, ignore_case=True),
+    Case("LANTERk", word=True, ignore_case=True),
     # case-insensitive
     Case("kelvin", ignore_case=True),
     Case("(?i)kelvin"),

@@ -293,12 +293,11 @@ class Grepper:
         return asyncio.ensure_future(self._spawn(argv, counts))
 
     async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
-        """The lines of an ``ascii_word`` pattern: found between ASCII word boundaries,
-        and the files where that may differ from ``-w`` searched again with it (see
-        ``ripgrep``)."""
+        """The lines of an ``ascii_word`` pattern: found between ``\\b``, and the files
+        where that may differ from ``-w`` searched again with it (see ``ripgrep``)."""
         run = await self._spawn([*flags.argv(rg, ascii_word=True), *names], counts=False)
         records = ripgrep.parse(run.out)
-        unsure = ripgrep.unsure(records, flags.pattern)
+        unsure = ripgrep.unsure(records)
         if not unsure:
             return _Run(b"", run.err, run.code, run.cut, False, records)
         again = await self._spawn([*flags.argv(rg), *sorted(unsure)], counts=False)

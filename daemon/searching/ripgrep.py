@@ -11,12 +11,12 @@ Output is read with ``--null`` (a NUL after each path, so any byte may be in a n
 ``--files-with-matches``. One thread per process (``-j1``) searches the files in the
 order given, so a prefix of the output is a prefix of the answer.
 
-``-w`` over an ASCII word (``Flags.ascii_word``) runs as the word between ASCII word
-boundaries: ripgrep 13 wraps a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)`` with a
-capture group, which its fast engines cannot report, and that took half of a selective
-grep's time. The two differ only where the word meets a non-ASCII byte (``é`` is a
-word character for ``-w``, ``²`` is not), so the files where a line shows that are
-searched again with ``--word-regexp`` (``unsure``).
+``-w`` over an ASCII word (``Flags.ascii_word``) runs as ``\\bWORD\\b``: ripgrep 13 wraps
+a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)`` with a capture group, which its fast
+engines cannot report, and that took half of a selective grep's time. The two agree
+wherever the text is UTF-8 (``-i`` included); next to a byte that is not (a cp1252
+file), ``\\b`` sees a boundary and ``\\W`` no character, so the files with a match line
+that is not UTF-8 are searched again with ``--word-regexp`` (``unsure``).
 """
 
 from __future__ import annotations
@@ -71,23 +71,20 @@ class Flags:
     @property
     def ascii_word(self) -> bool:
         """Whether the pattern is one ASCII word (letters, digits, ``_``) asked with
-        ``-w`` and case: its lines can be found between ASCII word boundaries (see the
-        module's docstring). Under ``-i`` a ``k`` or ``s`` at its edge would match the
-        Kelvin sign or the long s, which are not ASCII."""
-        plain = _ASCII_WORD.fullmatch(self.pattern) is not None
-        return plain and self.word and not self.ignore_case
+        ``-w``: its lines can be found between ``\\b`` (see the module's docstring)."""
+        return self.word and _ASCII_WORD.fullmatch(self.pattern) is not None
 
     def argv(self, rg: str, *, count: bool = False, ascii_word: bool = False) -> list[str]:
         """The command line before the file names: lines (or files), or with ``count``
         only each file's number of matching lines. ``ascii_word`` (lines of an
-        ``ascii_word`` pattern): the word between ASCII word boundaries, not ``-w``."""
+        ``ascii_word`` pattern): the word between ``\\b``, not ``-w``."""
         args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1"]
         args += ["--with-filename", "--no-heading"]
         pattern = self.pattern
         if ascii_word:
             if count or self.files_only or not self.ascii_word:
-                raise ValueError("ASCII word boundaries are for the lines of an ASCII word")
-            pattern = rf"(?-u:\b){pattern}(?-u:\b)"
+                raise ValueError("word boundaries are for the lines of an ASCII word")
+            pattern = rf"\b{pattern}\b"
         elif self.fixed:
             args.append("--fixed-strings")
         if self.ignore_case:
@@ -161,25 +158,18 @@ def parse(out: bytes, *, files_only: bool = False) -> list[Record]:
     return records
 
 
-def unsure(records: list[Record], word: str) -> set[bytes]:
-    """The files of ``records`` (lines of ``word`` between ASCII word boundaries) with a
-    match line where ``word`` meets a non-ASCII byte: only there can ``-w`` decide
-    otherwise. Elsewhere both agree, on which lines match and where: a Unicode word
-    boundary is an ASCII one, and between two ASCII bytes they are the same."""
-    needle = word.encode("ascii")
-    found: set[bytes] = set()
-    for record in records:
-        text = record.text
-        if not record.column or text.isascii() or record.path in found:
-            continue
-        at = text.find(needle)
-        while at != -1:
-            end = at + len(needle)
-            if (at and text[at - 1] >= 0x80) or (end < len(text) and text[end] >= 0x80):
-                found.add(record.path)
-                break
-            at = text.find(needle, at + 1)
-    return found
+def unsure(records: list[Record]) -> set[bytes]:
+    """The files of ``records`` (lines of an ASCII word between ``\\b``) with a match
+    line that is not UTF-8: only there can ``-w`` decide otherwise."""
+    return {r.path for r in records if r.column and not r.text.isascii() and not _utf8(r.text)}
+
+
+def _utf8(text: bytes) -> bool:
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def counted(out: bytes) -> tuple[int, int]:
