@@ -51,7 +51,7 @@ from typing import Any
 import anyio
 import common
 from index_bench import warm_cache
-from kbindex.daemon.searching import grep, phrases, ripgrep, trigrams
+from kbindex.daemon.searching import grep, ripgrep
 from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
@@ -372,8 +372,8 @@ def burst(sock: Path, cases: list[Case], clients: int, each: int) -> dict[str, A
 
 def breakdown(db: Path, case: Case) -> dict[str, Any]:
     """One pattern in-process on a read-only copy of the daemon's connection: the trigram
-    query, the candidate lookup, and ``Grepper.run`` (ripgrep over the candidates), each
-    the median of 5."""
+    and phrase queries, the candidate lookup, and ``Grepper.run`` (ripgrep over the
+    candidates), each the median of 5."""
     conn = sqlite.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
     flags = ripgrep.Flags(
         case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
@@ -384,11 +384,10 @@ def breakdown(db: Path, case: Case) -> dict[str, Any]:
     try:
         for _ in range(6):
             t0 = time.perf_counter()
-            query = trigrams.required(case.pattern, fixed=case.fixed, ignore_case=case.ignore_case)
-            t1 = time.perf_counter()
-            words = phrases.required(
-                case.pattern, fixed=case.fixed, word=case.word, ignore_case=case.ignore_case
+            query, words = grep.required(
+                case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
             )
+            t1 = time.perf_counter()
             found = grep.candidates(conn, query, None, [], [], words)
             t2 = time.perf_counter()
             asyncio.run(grepper.run(flags, found, LIMIT))

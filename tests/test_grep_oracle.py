@@ -287,6 +287,9 @@ CASES = [
     Case("lantern", fixed=True, word=True),
     Case("lantern", word=True, ignore_case=True),
     Case("LANTERk", word=True, ignore_case=True),
+    Case("number of channels", fixed=True, word=True),
+    Case("a dog, a cog", word=True),
+    Case("cache then cache", word=True),
     # case-insensitive
     Case("kelvin", ignore_case=True),
     Case("(?i)kelvin"),

@@ -1,6 +1,7 @@
-"""``-w`` over an ASCII word runs as ``\\bWORD\\b`` (``ripgrep``'s docstring); these pin
-down when, and which files are searched again with ``-w``. ``test_grep_oracle.py``
-compares the outcome with rg's own ``-w`` (the lantern cases)."""
+"""``-w`` over a literal with word characters at its ends runs as ``\\bLITERAL\\b``
+(``ripgrep``'s docstring); these pin down when, and which files are searched again with
+``-w``. ``test_grep_oracle.py`` compares the outcome with rg's own ``-w`` (the lantern
+cases, and literals of several words)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from kbindex.daemon.searching.ripgrep import Flags, Record
 
 
 @pytest.mark.parametrize(
-    ("flags", "ascii_word"),
+    ("flags", "word_literal"),
     [
         (Flags("kmem_cache_alloc", word=True), True),
         (Flags("kmem_cache_alloc", fixed=True, word=True), True),
@@ -19,23 +20,30 @@ from kbindex.daemon.searching.ripgrep import Flags, Record
         (Flags("kmem_cache_alloc", word=True, ignore_case=True), True),
         (Flags("résumé", word=True), False),
         (Flags("cache_alloc(", fixed=True, word=True), False),
-        (Flags("foo bar", word=True), False),
+        (Flags("number of channels", word=True), True),
+        (Flags("a-b c#d", fixed=True, word=True), True),
+        (Flags("foo.bar", word=True), False),  # a metacharacter
+        (Flags("foo.bar", fixed=True, word=True), False),
+        (Flags(" foo", word=True), False),  # not a word character at an end
+        (Flags("line\nbreak", word=True), False),
         (Flags(r"\w+", word=True), False),
     ],
 )
-def test_only_an_ascii_word_runs_between_word_boundaries(flags: Flags, ascii_word: bool) -> None:
-    assert flags.ascii_word is ascii_word
+def test_only_a_literal_with_word_characters_at_its_ends_runs_between_boundaries(
+    flags: Flags, word_literal: bool
+) -> None:
+    assert flags.word_literal is word_literal
 
 
-def test_an_ascii_word_is_given_between_word_boundaries_not_with_w() -> None:
+def test_a_word_literal_is_given_between_word_boundaries_not_with_w() -> None:
     flags = Flags("kmem_cache_alloc", fixed=True, word=True, before=1)
-    argv = flags.argv("rg", ascii_word=True)
+    argv = flags.argv("rg", word_literal=True)
     assert "--word-regexp" not in argv
     assert "--fixed-strings" not in argv
     assert argv[-2:] == [r"\bkmem_cache_alloc\b", "--"]
     assert "--word-regexp" in flags.argv("rg")
-    with pytest.raises(ValueError, match="ASCII word"):
-        flags.argv("rg", count=True, ascii_word=True)
+    with pytest.raises(ValueError, match="word literal"):
+        flags.argv("rg", count=True, word_literal=True)
 
 
 def test_files_with_a_match_line_that_is_not_utf8_are_searched_again() -> None:

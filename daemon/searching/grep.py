@@ -287,15 +287,15 @@ class Grepper:
         self, rg: str, flags: ripgrep.Flags, paths: list[str], *, counts: bool
     ) -> asyncio.Task[_Run]:
         names = [os.fsencode(real_path(p)) for p in paths]
-        if flags.ascii_word and not counts and not flags.files_only:
+        if flags.word_literal and not counts and not flags.files_only:
             return asyncio.ensure_future(self._word_lines(rg, flags, names))
         argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
         return asyncio.ensure_future(self._spawn(argv, counts))
 
     async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
-        """The lines of an ``ascii_word`` pattern: found between ``\\b``, and the files
+        """The lines of a ``word_literal`` pattern: found between ``\\b``, and the files
         where that may differ from ``-w`` searched again with it (see ``ripgrep``)."""
-        run = await self._spawn([*flags.argv(rg, ascii_word=True), *names], counts=False)
+        run = await self._spawn([*flags.argv(rg, word_literal=True), *names], counts=False)
         records = ripgrep.parse(run.out)
         unsure = ripgrep.unsure(records)
         if not unsure:

@@ -11,12 +11,13 @@ Output is read with ``--null`` (a NUL after each path, so any byte may be in a n
 ``--files-with-matches``. One thread per process (``-j1``) searches the files in the
 order given, so a prefix of the output is a prefix of the answer.
 
-``-w`` over an ASCII word (``Flags.ascii_word``) runs as ``\\bWORD\\b``: ripgrep 13 wraps
-a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)`` with a capture group, which its fast
-engines cannot report, and that took half of a selective grep's time. The two agree
-wherever the text is UTF-8 (``-i`` included); next to a byte that is not (a cp1252
-file), ``\\b`` sees a boundary and ``\\W`` no character, so the files with a match line
-that is not UTF-8 are searched again with ``--word-regexp`` (``unsure``).
+``-w`` over a literal with an ASCII word character at each end (``Flags.word_literal``)
+runs as ``\\bLITERAL\\b``: ripgrep 13 wraps a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)``
+with a capture group, which its fast engines cannot report, and that took half of a
+selective grep's time. The two agree wherever the text is UTF-8 (``-i`` included); next
+to a byte that is not (a cp1252 file), ``\\b`` sees a boundary and ``\\W`` no character,
+so the files with a match line that is not UTF-8 are searched again with
+``--word-regexp`` (``unsure``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ RIPGREP_ENV: Final = "KBINDEX_RG"
 """Overrides where the ``rg`` binary is (a path)."""
 
 
-_ASCII_WORD: Final = re.compile(r"[0-9A-Za-z_]+")
+_BETWEEN_WORDS: Final = re.compile(r"[0-9A-Za-z_](?:[^\\.+*?()|\[\]{}^$\n\r]*[0-9A-Za-z_])?")
+"""A literal in ripgrep's regex syntax (no metacharacter, no line break) that starts
+and ends with an ASCII letter, digit or ``_``: ``-w`` asks for a non-word character
+or the line's edge on each side of it, which is what ``\\b`` says there."""
 
 
 class Unavailable(Exception):
@@ -69,27 +73,28 @@ class Flags:
     files_only: bool = False
 
     @property
-    def ascii_word(self) -> bool:
-        """Whether the pattern is one ASCII word (letters, digits, ``_``) asked with
-        ``-w``: its lines can be found between ``\\b`` (see the module's docstring)."""
-        return self.word and _ASCII_WORD.fullmatch(self.pattern) is not None
+    def word_literal(self) -> bool:
+        """Whether the pattern, asked with ``-w``, is a literal with an ASCII word
+        character at each end (``kmem_cache_alloc``, ``number of channels``): its lines
+        can be found between ``\\b`` (see the module's docstring)."""
+        return self.word and _BETWEEN_WORDS.fullmatch(self.pattern) is not None
 
-    def argv(self, rg: str, *, count: bool = False, ascii_word: bool = False) -> list[str]:
+    def argv(self, rg: str, *, count: bool = False, word_literal: bool = False) -> list[str]:
         """The command line before the file names: lines (or files), or with ``count``
-        only each file's number of matching lines. ``ascii_word`` (lines of an
-        ``ascii_word`` pattern): the word between ``\\b``, not ``-w``."""
+        only each file's number of matching lines. ``word_literal`` (lines of a
+        ``word_literal`` pattern): the literal between ``\\b``, not ``-w``."""
         args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1"]
         args += ["--with-filename", "--no-heading"]
         pattern = self.pattern
-        if ascii_word:
-            if count or self.files_only or not self.ascii_word:
-                raise ValueError("word boundaries are for the lines of an ASCII word")
+        if word_literal:
+            if count or self.files_only or not self.word_literal:
+                raise ValueError("word boundaries are for the lines of a word literal")
             pattern = rf"\b{pattern}\b"
         elif self.fixed:
             args.append("--fixed-strings")
         if self.ignore_case:
             args.append("--ignore-case")
-        if self.word and not ascii_word:
+        if self.word and not word_literal:
             args.append("--word-regexp")
         if self.max_count is not None:
             args.append(f"--max-count={self.max_count}")
@@ -159,7 +164,7 @@ def parse(out: bytes, *, files_only: bool = False) -> list[Record]:
 
 
 def unsure(records: list[Record]) -> set[bytes]:
-    """The files of ``records`` (lines of an ASCII word between ``\\b``) with a match
+    """The files of ``records`` (lines of a word literal between ``\\b``) with a match
     line that is not UTF-8: only there can ``-w`` decide otherwise."""
     return {r.path for r in records if r.column and not r.text.isascii() and not _utf8(r.text)}
 
