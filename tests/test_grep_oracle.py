@@ -184,7 +184,18 @@ def build(root: Path, rng: random.Random) -> None:
     # word character for ripgrep (é, a combining accent, the Kelvin sign), or not (², a
     # curly quote); a line where the first occurrence is glued and a later one whole;
     # and bytes that are not UTF-8 (``ripgrep.unsure``).
-    write(root / "legacy" / "cp1252 lantern.txt", b"\xe9lantern\xe9\nlantern\xe9 x\nlantern\n")
+    write(
+        root / "legacy" / "cp1252 lantern.txt",
+        b"\xe9lantern\xe9\nlantern\xe9 x\nlantern\nlantern again\n",
+    )
+    # A NUL past ripgrep's first 64 KiB (and past the 8 KiB the indexer samples): rg -uu
+    # stops reading there; so must the daemon's ripgrep, also for a file read again.
+    write(
+        root / "legacy" / "late nul.txt",
+        b"caf\xe9 lantern\nlantern\n"
+        + b"".join(b"filler line %d zzz\n" % i for i in range(5000))
+        + b"x\x00y\nlantern after a nul\n",
+    )
     write(root / "unicode" / "word edges.txt", (
         "\u00e9lantern here\nlantern\u0301 there\n\u00e9lantern then lantern\n"
         "\u00b2lantern\u00b2 fine\nlanterné\n\u201clantern\u201d\nplain lantern\n"

@@ -5,7 +5,13 @@ cases, and literals of several words)."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
 import pytest
+from grep_helpers import needs_rg
 from kbindex.daemon.searching import grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
 
@@ -82,3 +88,52 @@ def test_a_short_or_structured_query_is_kept_whole() -> None:
     either = trigrams.required("(kmem_cache_alloc|kfree_rcu_pointer)")
     assert isinstance(either, trigrams.Or)
     assert trigrams.spread(either, "kmem_cache_alloc", 2) == either
+
+
+def _files(tmp_path: Path, contents: dict[str, bytes]) -> grep.Candidates:
+    for name, data in contents.items():
+        (tmp_path / name).write_bytes(data)
+    sizes = {str(tmp_path / name): len(data) for name, data in contents.items()}
+    return grep.Candidates.of(sizes, scanned_all=False)
+
+
+@needs_rg
+def test_the_lines_of_a_word_literal_are_asked_between_boundaries_and_unsure_files_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The processes are real; the spy only records what each was asked.
+    grepper = grep.Grepper()
+    asked: list[list[str | bytes]] = []
+    spawn = grepper._spawn
+
+    async def spy(argv: list[str | bytes], counts: bool) -> Any:
+        asked.append(argv)
+        return await spawn(argv, counts)
+
+    monkeypatch.setattr(grepper, "_spawn", spy)
+    found = _files(tmp_path, {"a.txt": b"lantern\n", "b.txt": b"\xe9lantern\nlantern two\n"})
+    outcome = asyncio.run(grepper.run(Flags("lantern", word=True), found, 100))
+    assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [("a.txt", 1), ("b.txt", 2)]
+    first, again = asked
+    assert r"\blantern\b" in first
+    assert "--word-regexp" not in first
+    assert "--word-regexp" in again
+    assert again[-1:] == [os.fsencode(tmp_path / "b.txt")]
+
+
+@needs_rg
+def test_a_second_run_cut_short_leaves_a_prefix_of_the_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # b.txt is searched again (its first match line is not UTF-8) and that output is
+    # cut: c.txt, past it in path order, must not be shown although the first run read it.
+    monkeypatch.setattr(grep, "CHUNK_OUTPUT_BYTES", 1000)
+    found = _files(
+        tmp_path,
+        {"a.txt": b"lantern\n", "b.txt": b"\xe9lantern\nlantern " + b"x" * 3000 + b"\n",
+         "c.txt": b"lantern\n"},
+    )  # fmt: skip
+    flags = Flags("lantern", word=True, max_count=1)
+    outcome = asyncio.run(grep.Grepper().run(flags, found, 100))
+    assert not outcome.complete
+    assert [Path(ln.path).name for ln in outcome.lines] == ["a.txt", "b.txt"]

@@ -300,9 +300,15 @@ class Grepper:
         unsure = ripgrep.unsure(records)
         if not unsure:
             return _Run(b"", run.err, run.code, run.cut, False, records)
-        again = await self._spawn([*flags.argv(rg), *sorted(unsure)], counts=False)
-        records = [r for r in records if r.path not in unsure] + ripgrep.parse(again.out)
-        return _Run(b"", again.err, again.code, run.cut or again.cut, False, records)
+        ordered = sorted(unsure, key=_parts)
+        again = await self._spawn([*flags.argv(rg), *ordered], counts=False)
+        redone = ripgrep.parse(again.out)
+        records = [r for r in records if r.path not in unsure]
+        if again.cut:
+            # The answer stays a prefix in path order: nothing past the file it stopped in.
+            edge = _parts(redone[-1].path if redone else ordered[0])
+            records = [r for r in records if _parts(r.path) < edge]
+        return _Run(b"", again.err, again.code, run.cut or again.cut, False, records + redone)
 
     async def _spawn(self, argv: list[str | bytes], counts: bool) -> _Run:
         async with self._slots:
@@ -350,7 +356,7 @@ class Grepper:
         records = run.records
         if records is None:
             records = ripgrep.parse(run.out, files_only=flags.files_only)
-        records.sort(key=lambda r: (r.path.split(b"/"), r.line))
+        records.sort(key=lambda r: (_parts(r.path), r.line))
         seen: bytes | None = None
         for record in records:
             path = display_path(os.fsdecode(record.path))
@@ -378,6 +384,11 @@ class Grepper:
             text, column = _clip(record.text, record.column)
             outcome.lines.append(Line(path, record.line, text, is_match, column))
         return kept
+
+
+def _parts(path: bytes) -> list[bytes]:
+    """A path's sort key in ripgrep's order (folder by folder)."""
+    return path.split(b"/")
 
 
 def _after_last(lines: list[Line], path: str, number: int, flags: ripgrep.Flags) -> bool:

@@ -83,7 +83,10 @@ class Flags:
         """The command line before the file names: lines (or files), or with ``count``
         only each file's number of matching lines. ``word_literal`` (lines of a
         ``word_literal`` pattern): the literal between ``\\b``, not ``-w``."""
-        args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1"]
+        # --no-mmap: given 10 files or fewer, ripgrep maps them and then looks for a NUL
+        # in their first 64 KiB only; read, as rg -uu reads them, a NUL further on stops
+        # the file there too.
+        args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1", "--no-mmap"]
         args += ["--with-filename", "--no-heading"]
         pattern = self.pattern
         if word_literal:
