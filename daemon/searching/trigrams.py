@@ -116,7 +116,7 @@ def spread(query: Query, literal: str, most: int) -> Query:
     if not all(isinstance(p, str) for p in query.parts):
         return query
     try:
-        ordered = list(dict.fromkeys(g for g in tokens(literal.encode("utf-8").lower())))
+        ordered = list(dict.fromkeys(tokens(literal.encode("utf-8").lower())))
     except UnicodeEncodeError:
         return query
     ordered = [g for g in ordered if g in query.parts]
