@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.searching.passages import _REST, MAX_CHARS, _occurrences, best_passage, head
+from kbindex.daemon.searching.passages import (
+    _REST,
+    MAX_CHARS,
+    MAX_LINES,
+    _occurrences,
+    best_passage,
+    head,
+)
 from kbindex.daemon.searching.query import compile_query
 
 
@@ -113,3 +121,21 @@ def test_string_search_finds_what_the_regex_of_the_spellings_finds(
     expected = [(m.start(), m.end()) for m in marking.finditer(text)]
     found = [(a, b) for a, b, _ in _occurrences(lowered, ordered, 0, len(text), rest=text)]
     assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("before", "found"),
+    [(MAX_LINES - 1, True), (MAX_LINES, False), (MAX_LINES + 100, False)],
+)
+def test_only_the_first_max_lines_lines_holding_a_word_are_looked_at(
+    before: int, found: bool
+) -> None:
+    # Runs of lines holding one word, interleaved with another's, then the line with
+    # both: it is the answer only while it is within the first MAX_LINES such lines.
+    lines = [("alpha here" if i % 3 else "beta there") + f" {i}" for i in range(before)]
+    body = "\n".join([*lines, "no word", "alpha and beta together", "alpha"]) + "\n"
+    shown = best_passage(body, ("alpha", "beta"))
+    assert shown is not None
+    assert (shown[1] == before + 2) is found
+    if not found:
+        assert shown[1] == 1

@@ -20,6 +20,7 @@ ordinary text and Markdown do not use; where the text has them, it shows ``[ ]``
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 from collections.abc import Iterator
@@ -175,22 +176,73 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
         return _best_by_pattern(body, needles)
     # Each match is a spelling, which shows some needles: the first line that shows
     # them all is the answer (for a one-word query, the first line it is on).
-    spellings, coverage = _ordered(needles), _coverage(needles)
-    best, start = 0, 0
-    lines = itertools.islice(_lines_holding(lowered, spellings), MAX_LINES)
-    for line_start, line_end, present in lines:
-        if len(present) == 1:
-            shown = len(coverage[present[0]])
-        elif len(frozenset().union(*(coverage[s] for s in present))) <= best:
-            continue  # even if every spelling here counts, the line cannot beat the best
-        else:
-            on_line = _occurrences(lowered, present, line_start, line_end)
-            shown = len(frozenset().union(*(coverage[s] for _, _, s in on_line)))
-        if shown > best:
-            best, start = shown, line_start
-            if best >= len(needles):
-                break
+    best, start = _best_line(lowered, _ordered(needles), _coverage(needles), len(needles))
     return _passage(body, start, needles) if best else None
+
+
+def _best_line(
+    text: str, spellings: tuple[str, ...], coverage: dict[str, frozenset[str]], needles: int
+) -> tuple[int, int]:
+    """(needles shown, start) of the first line showing the most needles, among the
+    first MAX_LINES lines of ``text`` holding a spelling.
+
+    Why ``str.find`` and not one regex of the spellings: a question's hits rarely
+    have a line holding every word, so each body is scanned to MAX_LINES, and
+    CPython's substring search skips ahead several times faster than a regex scan. A
+    heap holds each spelling's next occurrence; a spelling is looked for again only
+    past the line where it was found (no spelling holds a line break). Most lines
+    hold one spelling: while the next one does too, the heap is left alone."""
+    find = partial(_find, text) if any(map(_is_symbol, spellings)) else text.find
+    newline = text.find
+    heap = [(at, rank, s) for rank, s in enumerate(spellings) if (at := find(s, 0)) != -1]
+    heapq.heapify(heap)
+    best = start = lines = 0
+    while heap and lines < MAX_LINES:
+        at, rank, spelling = heapq.heappop(heap)
+        end = newline("\n", at)
+        line_end = len(text) if end == -1 else end
+        if not heap or heap[0][0] >= line_end:
+            # Lines holding this spelling only, up to the next line holding another.
+            width, limit = len(coverage[spelling]), heap[0][0] if heap else len(text) + 1
+            while True:
+                lines += 1
+                if width > best:
+                    best, start = width, text.rfind("\n", 0, at) + 1
+                    if best >= needles:
+                        return best, start
+                at = find(spelling, line_end + 1)
+                if at == -1 or lines >= MAX_LINES:
+                    break
+                if at >= limit:
+                    heapq.heappush(heap, (at, rank, spelling))
+                    break
+                end = newline("\n", at)
+                line_end = len(text) if end == -1 else end
+                if line_end > limit:  # the next spelling is on this line too
+                    heapq.heappush(heap, (at, rank, spelling))
+                    break
+            continue
+        lines += 1
+        # The spellings the line holds, in the order of ``spellings``: the others
+        # cannot change which of them the regex would match there.
+        following = [(at, rank, spelling)]
+        while heap and heap[0][0] < line_end:
+            following.append(heapq.heappop(heap))
+        following.sort(key=lambda f: f[1])
+        present = tuple(f[2] for f in following)
+        if len(frozenset().union(*(coverage[s] for s in present))) > best:
+            line_start = text.rfind("\n", 0, at) + 1
+            on_line = _occurrences(text, present, line_start, line_end)
+            shown = len(frozenset().union(*(coverage[s] for _, _, s in on_line)))
+            if shown > best:
+                best, start = shown, line_start
+                if best >= needles:
+                    break
+        for _, rank, spelling in following:
+            after = find(spelling, line_end + 1)
+            if after != -1:
+                heapq.heappush(heap, (after, rank, spelling))
+    return best, start
 
 
 def _best_by_pattern(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
@@ -230,37 +282,6 @@ def _marked(text: str, needles: tuple[str, ...]) -> str:
     found = pattern.search(text)
     window = _unmarked(_window(text, found.start() if found else 0))
     return clean(pattern.sub(lambda m: OPEN + m.group() + CLOSE, window))
-
-
-def _lines_holding(
-    text: str, spellings: tuple[str, ...]
-) -> Iterator[tuple[int, int, tuple[str, ...]]]:
-    """(start, end, present) of each line of ``text`` holding one of ``spellings``, in
-    order, with the spellings the line holds (in the order of ``spellings``: the others
-    cannot change which of them the regex would match there).
-
-    Why ``str.find`` and not one regex of the spellings: a question's hits rarely
-    have a line holding every word, so each body is scanned whole, and CPython's
-    substring search skips ahead several times faster than a regex scan; a spelling
-    is looked for again only past the line where it was found. No spelling holds a
-    line break, so these are the lines the regex finds."""
-    # This loop runs up to MAX_LINES times per hit, most of a question's Python on a
-    # tree of large files: plain substring searches unless a spelling is a symbol
-    # term, and the line found inline.
-    find = partial(_find, text) if any(map(_is_symbol, spellings)) else text.find
-    following = {s: at for s in spellings if (at := find(s, 0)) != -1}
-    while following:
-        first = min(following.values())
-        end = text.find("\n", first)
-        line_end = len(text) if end == -1 else end
-        present = tuple([s for s in spellings if following.get(s, line_end) < line_end])
-        yield text.rfind("\n", 0, first) + 1, line_end, present
-        for spelling in present:
-            after = find(spelling, line_end + 1)
-            if after == -1:
-                del following[spelling]
-            else:
-                following[spelling] = after
 
 
 def _lines_matching(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
