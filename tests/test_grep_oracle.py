@@ -205,6 +205,12 @@ def build(root: Path, rng: random.Random) -> None:
     write(root / "notes" / "misc.txt", "see util.rs and main.rs\nabcd cdab\na dog, a cog, a zog\n")
     write(root / "empty.txt", "")
     write(root / "no newline at end.txt", "last line without a break")
+    # With -m 1 -A 2, ripgrep 13 prints a match inside the after-context as a match
+    # too; --count does not count it (Grepper's counting runs past the limit).
+    # Files first and last in path order: past the limit, the last ones are counted.
+    for i in range(20):
+        for folder in ("aa engines", "zz engines"):
+            write(root / folder / f"e_{i:02}.txt", "engine one\nengine two\nx\n")
     for i in range(90):  # enough files for three ripgrep chunks (16, 64, ...)
         write(
             root / "gen" / f"file_{i:03d}.txt",
@@ -394,6 +400,7 @@ def test_grep_prints_what_rg_prints(corpus: tuple[Daemon, Path], case: Case) -> 
         Case("TODO", after=3),
         Case("impl", before=2, after=2),
         Case("fn", max_count=2, after=1),
+        Case("^e.g", max_count=1, after=2),
     ],
     ids=_id,
 )

@@ -10,7 +10,8 @@
    MB of them to one process; more in chunks (small first, so that a pattern matching
    everywhere answers from the first few files), two processes at a time. Once
    ``limit`` lines are in hand, later chunks only count (``--count``), so totals stay
-   exact without reading every line back.
+   exact without reading every line back (unless ``--count`` would count otherwise:
+   ``Flags.countable``).
 3. A deadline and a cap on one chunk's output bound the work: past either, the reply
    says it is incomplete and its total a lower bound.
 """
@@ -264,7 +265,7 @@ class Grepper:
                 ahead = (
                     None
                     if following is None
-                    else self._start(rg, flags, following, counts=kept >= limit)
+                    else self._start(rg, flags, following, counts=kept >= limit and flags.countable)
                 )
                 timeout = give_up - loop.time()
                 run = await asyncio.wait_for(current, timeout=max(timeout, 0.001))

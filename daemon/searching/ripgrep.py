@@ -79,6 +79,13 @@ class Flags:
         can be found between ``\\b`` (see the module's docstring)."""
         return self.word and _BETWEEN_WORDS.fullmatch(self.pattern) is not None
 
+    @property
+    def countable(self) -> bool:
+        """Whether ``--count`` counts the lines ripgrep prints as matches. With
+        ``--max-count`` and after-context, ripgrep 13 also prints a matching line inside
+        the last match's after-context as a match, and ``--count`` leaves it out."""
+        return self.max_count is None or not self.after
+
     def argv(self, rg: str, *, count: bool = False, word_literal: bool = False) -> list[str]:
         """The command line before the file names: lines (or files), or with ``count``
         only each file's number of matching lines. ``word_literal`` (lines of a
