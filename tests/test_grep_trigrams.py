@@ -252,3 +252,16 @@ def test_the_index_admits_every_file_with_a_match(
     found = grep.candidates(conn, query, None, [], [])
     conn.close()
     assert want <= set(found.paths), (pattern, query)
+
+
+def test_a_fixed_string_under_i_requires_the_runs_between_k_and_s() -> None:
+    # -i lets k match the Kelvin sign and s the long s: those require nothing, the
+    # characters around them still do (the whole literal used to require nothing).
+    query = trigrams.required("ISA DMA", fixed=True, ignore_case=True)
+    assert isinstance(query, trigrams.And)
+    assert query.parts == {"a d".encode().hex(), " dm".encode().hex(), "dma".encode().hex()}
+    kmem = trigrams.required("Kmem_cache_alloc", fixed=True, ignore_case=True)
+    assert isinstance(kmem, trigrams.And)
+    assert "mem".encode().hex() in kmem.parts
+    assert "kme".encode().hex() not in kmem.parts
+    assert satisfied(kmem, tokens("\u212amem_cache_alloc"))

@@ -174,10 +174,17 @@ def required(pattern: str, *, fixed: bool = False, ignore_case: bool = False) ->
     matches it with ``-F`` for ``fixed`` and ``-i`` for ``ignore_case``; ``-w`` only
     narrows matches, so it requires nothing more)."""
     if fixed:
-        info = _EMPTY
+        # Runs of characters with one folded form each; one that -i lets match a
+        # character outside ASCII (``k``: the Kelvin sign) ends a run and requires nothing.
+        query: Query = ANY
+        run: list[str] = []
         for ch in pattern:
-            info = _concat(info, _literal(ch, ignore_case))
-        return bounded(info.settled())
+            piece = _literal(ch, ignore_case)
+            if piece.exact is None:
+                query, run = both(query, of_string("".join(run))), []
+            else:
+                run += piece.exact
+        return bounded(both(query, of_string("".join(run))))
     try:
         parser = _Parser(pattern, ignore_case)
         info = parser.alternation()
