@@ -97,8 +97,7 @@ def of_string(s: str) -> Query:
     except UnicodeEncodeError:  # a lone surrogate: no file's text holds one
         return ANY
     if len(grams) > MAX_TRIGRAMS:
-        step = (len(grams) - 1) / (MAX_TRIGRAMS - 1)
-        grams = [grams[round(i * step)] for i in range(MAX_TRIGRAMS)]
+        grams = _spaced(grams, MAX_TRIGRAMS)
     query: Query = ANY
     for gram in grams:
         query = both(query, gram)
@@ -122,8 +121,14 @@ def spread(query: Query, literal: str, most: int) -> Query:
     ordered = [g for g in ordered if g in query.parts]
     if len(ordered) <= most:
         return query
-    step = (len(ordered) - 1) / (most - 1)
-    return And(frozenset(ordered[round(i * step)] for i in range(most)))
+    return And(frozenset(_spaced(ordered, most)))
+
+
+def _spaced(grams: list[str], most: int) -> list[str]:
+    """``most`` of ``grams`` (more than that many), evenly spaced, the first and last
+    among them."""
+    step = (len(grams) - 1) / (most - 1)
+    return [grams[round(i * step)] for i in range(most)]
 
 
 def of_set(strings: frozenset[str]) -> Query:
