@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 from grep_helpers import needs_rg
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 
 
 @pytest.mark.parametrize(
@@ -88,6 +92,40 @@ def test_a_short_or_structured_query_is_kept_whole() -> None:
     either = trigrams.required("(kmem_cache_alloc|kfree_rcu_pointer)")
     assert isinstance(either, trigrams.Or)
     assert trigrams.spread(either, "kmem_cache_alloc", 2) == either
+
+
+def _indexed(texts: dict[str, str]) -> sqlite.Connection:
+    conn = sqlite.connect(":memory:", isolation_level=None)
+    schema.create(conn)
+    for relpath, text in texts.items():
+        rowid = conn.execute(
+            "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
+            " VALUES (?, '/r', ?, ?, 0, 0)",
+            (f"/r/{relpath}", relpath, len(text)),
+        ).lastrowid
+        assert rowid is not None
+        loaded = decode(text.encode(), len(text.encode()), 0)
+        assert isinstance(loaded, Loaded)
+        documents.insert(conn, [documents.entry(rowid, documents.prepare(relpath, loaded))])
+    return conn
+
+
+@pytest.mark.parametrize("near", [3, grep.FEW_FILES + 1])
+def test_the_files_of_a_literals_words_are_narrowed_by_its_trigrams_when_many(near: int) -> None:
+    # "kmem cache alloc" is the phrase of kmem_cache_alloc's words without its
+    # trigrams m_c and e_a. A few such files are read rather than ruled out by a
+    # trigram query (which costs more than reading them); many are ruled out.
+    texts = {f"real{i}.c": f"p = kmem_cache_alloc(c, {i});\n" for i in range(3)}
+    texts |= {f"near{i}.txt": f"the kmem cache alloc path, note {i}\n" for i in range(near)}
+    texts["other.txt"] = "kmem_cache_free only\n"
+    conn = _indexed(texts)
+    query, words = grep.required("kmem_cache_alloc", fixed=False, ignore_case=False, word=True)
+    found = set(grep.candidates(conn, query, None, [], [], words).paths)
+    reals = {f"/r/real{i}.c" for i in range(3)}
+    if near > grep.FEW_FILES:
+        assert found == reals
+    else:
+        assert found == reals | {f"/r/near{i}.txt" for i in range(near)}
 
 
 def _files(tmp_path: Path, contents: dict[str, bytes]) -> grep.Candidates:

@@ -91,8 +91,10 @@ def required(pattern: str, *, fixed: bool, word: bool, ignore_case: bool) -> Wor
 
 def _next_to_non_ascii(pattern: str, front: bool, back: bool) -> str | None:
     """The trigrams of a non-ASCII byte before the literal's first two bytes (when
-    ``front``) or after its last two (``back``), ORed."""
+    ``front``) or after its last two (``back``), ORed. After them, as 8 prefixes of the
+    tokens' hex digits (``"6c6f8" *`` for ``lo`` and 0x80-0x8f), not 128 tokens: FTS5
+    looks each one up, and most are in no file."""
     data = pattern.encode().lower()
-    grams = [tokens(bytes([b]) + data[:2])[0] for b in range(0x80, 0x100)] if front else []
-    grams += [tokens(data[-2:] + bytes([b]))[0] for b in range(0x80, 0x100)] if back else []
-    return " OR ".join(f'"{g}"' for g in grams) if grams else None
+    grams = [f'"{tokens(bytes([b]) + data[:2])[0]}"' for b in range(0x80, 0x100)] if front else []
+    grams += [f'"{data[-2:].hex()}{digit}" *' for digit in "89abcdef"] if back else []
+    return " OR ".join(grams) if grams else None
