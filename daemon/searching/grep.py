@@ -295,7 +295,7 @@ class Grepper:
                 timeout = give_up - loop.time()
                 run = await asyncio.wait_for(current, timeout=max(timeout, 0.001))
                 if run.code == 2 and run.err:
-                    raise BadPattern(ripgrep.error_message(run.err))
+                    raise BadPattern(ripgrep.error_message(run.err, flags.pattern))
                 kept = self._take(outcome, flags, run, limit, kept)
                 if run.cut:
                     outcome.complete = False
@@ -366,7 +366,7 @@ class Grepper:
         file could match it."""
         run = await self._spawn([*flags.argv(rg), os.devnull], counts=False)
         if run.code == 2 and run.err:
-            raise BadPattern(ripgrep.error_message(run.err))
+            raise BadPattern(ripgrep.error_message(run.err, flags.pattern))
 
     @staticmethod
     def _take(outcome: Outcome, flags: ripgrep.Flags, run: _Run, limit: int, kept: int) -> int:

@@ -210,9 +210,9 @@ def _line_text(text: bytes) -> bytes:
     return text[:-1] if text.endswith(b"\r") else text
 
 
-def error_message(stderr: bytes) -> str:
-    """ripgrep's complaint about a pattern in one sentence, with the position its caret
-    points at ("unclosed group (at character 1 of the pattern)")."""
+def error_message(stderr: bytes, pattern: str) -> str:
+    """ripgrep's complaint about ``pattern`` in one sentence, with the position its
+    caret points at ("unclosed group (at character 1 of the pattern)")."""
     lines = stderr.decode("utf-8", "replace").splitlines()
     said = [ln.strip() for ln in lines if ln.strip()]
     message = next(
@@ -221,7 +221,13 @@ def error_message(stderr: bytes) -> str:
     )
     for i, line in enumerate(lines[1:], start=1):
         if line.strip() and set(line.strip()) == {"^"}:
+            # The pattern as ripgrep shows it: indented, and from ripgrep 14 on inside
+            # the group it wraps around it, "(?:PATTERN)" (an unclosed group is then
+            # shown at that group's parenthesis).
             shown = lines[i - 1]
-            at = line.index("^") - (len(shown) - len(shown.lstrip())) + 1
+            start = len(shown) - len(shown.lstrip())
+            if shown.lstrip() == f"(?:{pattern})":
+                start += 3
+            at = max(line.index("^") - start + 1, 1)
             return f"{message[:400]} (at character {at} of the pattern)"
     return message[:400]
