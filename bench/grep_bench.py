@@ -65,6 +65,9 @@ SELECTIVE = ("literal", "identifier", "regex", "icase")
 DAEMON_OPTIONS = ("--include-ext", "*", "--scan-interval", "86400")  # no periodic scan
 LIMIT = 100
 NO_TRIGRAM = (r"\w+\(", ".")
+RG = "rg"
+"""The ripgrep measured against (``--rg``): by default the one on PATH, as an agent
+runs it; the daemon runs its own (``ripgrep.find``: the ``grep`` extra's first)."""
 TWO_CHARS = "ab"
 
 
@@ -217,11 +220,15 @@ def pick(db: Path, paths: list[str], args: argparse.Namespace) -> list[Case]:
 # ------------------------------------------------------------------ ripgrep
 
 
+def version(rg: str) -> str:
+    return subprocess.run([rg, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+
+
 def excluded_globs(tree: Path, indexed: list[str]) -> tuple[list[str], int]:
     """``--glob '!/REL'`` for each file ``rg -uu`` reads that the index left out, and how
     many indexed files rg does not read. (An anchored glob holds for rg run in ``tree``
     on ``.``; on an absolute path it would be matched against the whole path.)"""
-    run = subprocess.run(["rg", "-uu", "--files", "--null", "."], cwd=tree, capture_output=True)
+    run = subprocess.run([RG, "-uu", "--files", "--null", "."], cwd=tree, capture_output=True)
     listed = {os.fsdecode(p)[2:] for p in run.stdout.split(b"\0") if p}
     known = {os.path.relpath(p, tree) for p in indexed}
     globs = [
@@ -299,8 +306,8 @@ def measure_case(
     client: BlockingClient, tree: Path, case: Case, globs: list[str], args: argparse.Namespace
 ) -> dict[str, Any]:
     """(a), (b) and (c) in turn, ``args.rounds`` rounds after a warm-up of each."""
-    rg = ["rg", "-uu", "-n", *case.flags(), "--", case.pattern, "."]
-    restricted = ["rg", "-uu", "-n", *case.flags(), *globs, "--", case.pattern, "."]
+    rg = [RG, "-uu", "-n", *case.flags(), "--", case.pattern, "."]
+    restricted = [RG, "-uu", "-n", *case.flags(), *globs, "--", case.pattern, "."]
     warm_s, reply = timed_grep(client, case)
     per_round = 1 if warm_s > 0.3 else args.greps
     out: dict[str, Any] = {"load_before": load(), "warm_s": round(warm_s, 4)}
@@ -528,12 +535,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--greps", type=int, default=4, help="greps per round (fast patterns)")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--burst", type=int, default=10, help="greps per client in the burst")
+    p.add_argument("--rg", default="rg", help="the ripgrep measured against (default: PATH's)")
     p.add_argument("--breakdown", action="store_true", help="in-process time per step")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600.0, help="per full index, seconds")
     p.add_argument("--json", type=Path, help="results file (default bench/out/...json)")
     p.add_argument("--keep", action="store_true", help="keep the work dir (state, logs)")
     args = p.parse_args(argv)
+    global RG
+    RG = args.rg
     tree = args.tree.resolve()
     if not tree.is_dir():
         p.error(f"not a directory: {tree}")
@@ -547,9 +557,8 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "sqlite": sqlite.sqlite_version,
-            "rg": subprocess.run(
-                ["rg", "--version"], capture_output=True, text=True
-            ).stdout.splitlines()[0],
+            "rg": version(RG),
+            "daemon_rg": version(ripgrep.find()),
             "git": common.git("rev-parse", "--short", "HEAD").strip(),
             "load_before": load(),
         },

@@ -24,6 +24,7 @@ import anyio
 import pytest
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
+from kbindex.daemon.searching.ripgrep import RIPGREP_ENV
 from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 from kbindex.proto.client import Client, ClientError
 
@@ -86,7 +87,10 @@ class Daemon:
         ]  # fmt: skip
 
     def spawn(self, *extra: str) -> subprocess.Popen[bytes]:
+        # KBINDEX_RG stays: the grep tests compare the daemon with the ripgrep it runs.
         env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+        if RIPGREP_ENV in os.environ:
+            env[RIPGREP_ENV] = os.environ[RIPGREP_ENV]
         env["XDG_CONFIG_HOME"] = str(self.base / "config")
         # Search by meaning changes what ``auto`` answers (nearest passages even where
         # no word matches): on only in the tests about it (``extra_env``).

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,20 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
+from kbindex.daemon.searching import ripgrep
 from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
-RG = shutil.which("rg")
+
+def _ripgrep() -> str | None:
+    """The ripgrep the daemon runs (``$KBINDEX_RG``, the ``grep`` extra's, or PATH's):
+    the oracle is the same binary."""
+    try:
+        return ripgrep.find()
+    except ripgrep.Unavailable:
+        return None
+
+
+RG = _ripgrep()
 needs_rg = pytest.mark.skipif(
     RG is None, reason="ripgrep (rg) is not installed: apt install ripgrep"
 )

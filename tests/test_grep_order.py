@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 from conftest import Daemon, write
+from grep_helpers import RG, needs_rg
 from kbindex.proto.messages import Grep, GrepReply
 
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep (rg) is not installed"),
+    needs_rg,
 ]
 
 
@@ -23,8 +23,9 @@ async def test_a_folder_comes_before_a_longer_name_it_starts(daemon: Daemon) -> 
     async with daemon.client() as c:
         reply = await c.request(Grep(pattern="kmem_cache_alloc"), GrepReply)
     ours = [line.path[len(str(daemon.root)) + 1 :] for line in reply.lines]
+    assert RG is not None
     rg = subprocess.run(
-        ["rg", "-uu", "-l", "--sort", "path", "kmem_cache_alloc"],
+        [RG, "-uu", "-l", "--sort", "path", "kmem_cache_alloc"],
         cwd=daemon.root, capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert ours == [p.removeprefix("./") for p in rg]

@@ -4,7 +4,6 @@ its output compared with ripgrep's own (``rg --no-heading``) over the same files
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -12,14 +11,12 @@ from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, write
+from grep_helpers import RG, needs_rg
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        shutil.which("rg") is None,
-        reason="ripgrep (rg) is not installed: the daemon's grep runs it",
-    ),
+    needs_rg,
 ]
 
 
@@ -46,7 +43,8 @@ def kbctl(daemon: Daemon, *args: str, cwd: Path) -> subprocess.CompletedProcess[
 
 def rg(*args: str, cwd: Path) -> str:
     """What ripgrep prints for the same search: every file (-uu), in path order."""
-    command = ["rg", "-uu", "--no-heading", "--line-number", "--sort", "path", *args]
+    assert RG is not None
+    command = [RG, "-uu", "--no-heading", "--line-number", "--sort", "path", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=cwd).stdout
 
 

@@ -4,24 +4,23 @@ a real kbindexd over real files; lines are checked against ripgrep's own output.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, write
+from grep_helpers import RG, needs_rg
+from kbindex.daemon.searching.ripgrep import RIPGREP_ENV
 from kbindex.mcpfront.results import BUDGET
 from mcp_helpers import corpus, mcp_stdio, response_size, structured, text
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
-needs_rg = pytest.mark.skipif(
-    shutil.which("rg") is None, reason="ripgrep (rg) is not installed: the daemon's grep runs it"
-)
 
 
 def rg_lines(root: Path, *args: str) -> list[tuple[str, int, str]]:
     """(absolute path, line, text) of every line ``rg -uu`` prints for the same search."""
-    command = ["rg", "-uu", "--no-heading", "--line-number", "--sort", "path", *args, "--", "."]
+    assert RG is not None
+    command = [RG, "-uu", "--no-heading", "--line-number", "--sort", "path", *args, "--", "."]
     out = subprocess.run(command, capture_output=True, text=True, timeout=30, cwd=root).stdout
     found = []
     for row in out.splitlines():
@@ -133,10 +132,11 @@ async def test_bad_patterns_and_limits(daemon: Daemon) -> None:
 
 
 async def test_without_ripgrep_grep_is_a_clear_tool_error(make_daemon: MakeDaemon) -> None:
-    # A machine without ripgrep, for real: the daemon's PATH holds no rg (nor does the
-    # virtualenv's bin, where the kbindex[grep] extra would put one).
+    # No ripgrep where the daemon looks, for real: its PATH holds no rg, and
+    # KBINDEX_RG (which comes before the kbindex[grep] extra's rg) names a missing file.
     d = make_daemon()
-    d.extra_env = {"PATH": str(d.base / "no-such-bin")}
+    missing = d.base / "no-such-bin"
+    d.extra_env = {"PATH": str(missing), RIPGREP_ENV: str(missing / "rg")}
     await d.start()
     write(d.root / "a.md", "alpha\n")
     await d.refresh()

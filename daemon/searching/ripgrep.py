@@ -48,6 +48,11 @@ def find() -> str:
     ``kbindex[grep]`` extra installs it there), else the first on PATH."""
     configured = os.environ.get(RIPGREP_ENV)
     if configured:
+        if not os.access(configured, os.X_OK):
+            raise Unavailable(
+                f"grep needs ripgrep (rg), and {RIPGREP_ENV} names {configured}, which is"
+                " not an executable file: point it at rg, or unset it, and restart kbindexd"
+            )
         return configured
     scripts = sysconfig.get_path("scripts")
     found = shutil.which("rg", path=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
