@@ -42,8 +42,11 @@ class Daemon:
 
 
 def environment() -> dict[str, str]:
-    """This process's environment without the KBINDEX_* variables."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+    """This process's environment without the KBINDEX_* variables but KBINDEX_RG
+    (which ripgrep a daemon runs for grep)."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_") or k == "KBINDEX_RG"
+    }
 
 
 def start_daemon(

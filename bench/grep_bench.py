@@ -67,7 +67,7 @@ LIMIT = 100
 NO_TRIGRAM = (r"\w+\(", ".")
 RG = "rg"
 """The ripgrep measured against (``--rg``): by default the one on PATH, as an agent
-runs it; the daemon runs its own (``ripgrep.find``: the ``grep`` extra's first)."""
+runs it; the daemon runs the one ``ripgrep.find`` picks (PATH's, unless KBINDEX_RG)."""
 TWO_CHARS = "ab"
 
 

@@ -24,7 +24,7 @@ from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
 
 def _ripgrep() -> str | None:
-    """The ripgrep the daemon runs (``$KBINDEX_RG``, the ``grep`` extra's, or PATH's):
+    """The ripgrep the daemon runs (``$KBINDEX_RG``, PATH's, or the ``grep`` extra's):
     the oracle is the same binary."""
     try:
         return ripgrep.find()
