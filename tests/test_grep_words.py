@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -175,3 +176,30 @@ def test_a_second_run_cut_short_leaves_a_prefix_of_the_answer(
     outcome = asyncio.run(grep.Grepper().run(flags, found, 100))
     assert not outcome.complete
     assert [Path(ln.path).name for ln in outcome.lines] == ["a.txt", "b.txt"]
+
+
+def test_the_ripgrep_on_path_comes_before_the_grep_extras(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    on_path = tmp_path / "bin" / "rg"
+    on_path.parent.mkdir()
+    on_path.write_text("#!/bin/sh\n")
+    on_path.chmod(0o755)
+    monkeypatch.delenv(ripgrep.RIPGREP_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert ripgrep.find() == str(on_path)
+    # Without one on PATH, the grep extra's beside this Python, if installed.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    extra = os.path.join(sysconfig.get_path("scripts"), "rg")
+    if os.access(extra, os.X_OK):
+        assert ripgrep.find() == extra
+    else:
+        with pytest.raises(ripgrep.Unavailable):
+            ripgrep.find()
+    # KBINDEX_RG wins, made absolute; naming no executable file, it is an error.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(ripgrep.RIPGREP_ENV, "bin/rg")
+    assert ripgrep.find() == str(on_path)
+    monkeypatch.setenv(ripgrep.RIPGREP_ENV, "bin/missing")
+    with pytest.raises(ripgrep.Unavailable, match="KBINDEX_RG names bin/missing"):
+        ripgrep.find()

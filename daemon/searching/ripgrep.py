@@ -47,7 +47,8 @@ def find() -> str:
     """The ``rg`` binary: ``$KBINDEX_RG``, else the first on PATH (the one the user
     and their agents run), else the one beside this Python (the ``kbindex[grep]``
     extra installs it there). Why PATH first: the extra's static build starts faster
-    but reads many files 20-60% slower than a distribution's (``bench/README.md``)."""
+    but reads thousands of files slower than a distribution's (``bench/README.md``,
+    session 17)."""
     configured = os.environ.get(RIPGREP_ENV)
     if configured:
         if not os.access(configured, os.X_OK):
