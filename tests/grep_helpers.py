@@ -19,7 +19,11 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import ripgrep
+from kbindex.daemon.storage import schema
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
 
@@ -36,6 +40,30 @@ RG = _ripgrep()
 needs_rg = pytest.mark.skipif(
     RG is None, reason="ripgrep (rg) is not installed: apt install ripgrep"
 )
+
+
+def memory_index() -> sqlite.Connection:
+    """An empty index in memory, for ``grep.candidates`` (with ``add_document``)."""
+    conn = sqlite.connect(":memory:", isolation_level=None)
+    schema.create(conn)
+    return conn
+
+
+def add_document(conn: sqlite.Connection, path: str, root: str, raw: bytes) -> Loaded | None:
+    """The file ``path`` under ``root``, whose bytes are ``raw``, indexed as the daemon
+    indexes it; None (nothing indexed) for bytes it takes for binary."""
+    loaded = decode(raw, len(raw), 0)
+    if not isinstance(loaded, Loaded):
+        return None
+    relpath = path[len(root) + 1 :]
+    rowid = conn.execute(
+        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
+        " VALUES (?, ?, ?, ?, 0, 0)",
+        (path, root, relpath, len(raw)),
+    ).lastrowid
+    assert rowid is not None
+    documents.insert(conn, [documents.entry(rowid, documents.prepare(relpath, loaded))])
+    return loaded
 
 
 @dataclass(frozen=True, slots=True)

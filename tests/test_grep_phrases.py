@@ -13,14 +13,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from grep_helpers import RG, needs_rg
+from grep_helpers import RG, add_document, memory_index, needs_rg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching import grep, phrases, trigrams
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
 
 pytestmark = [pytest.mark.slow, needs_rg]
 
@@ -52,23 +48,12 @@ def test_candidates_hold_every_file_rg_reports(
     end = data.draw(st.integers(start + 1, len(source)))
     literal = source[start:end]
     root = tmp_path_factory.mktemp("phrases")
-    conn = sqlite.connect(":memory:", isolation_level=None)
-    schema.create(conn)
+    conn = memory_index()
     for i, text in enumerate(lines):
         raw = text.encode("cp1252", "ignore") if cp1252 and i % 2 else text.encode()
         path = root / f"f{i}.txt"
         path.write_bytes(raw + b"\n")
-        loaded = decode(raw + b"\n", len(raw) + 1, 0)
-        if not isinstance(loaded, Loaded):
-            continue
-        rowid = conn.execute(
-            "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
-            " VALUES (?, ?, ?, 0, 0, 0)",
-            (str(path), str(root), path.name),
-        ).lastrowid
-        assert rowid is not None
-        doc = documents.prepare(path.name, loaded)
-        documents.insert(conn, [documents.entry(rowid, doc)])
+        add_document(conn, str(path), str(root), raw + b"\n")
     flags = ["--fixed-strings"] + ["--word-regexp"] * word + ["--ignore-case"] * ignore_case
     assert RG is not None
     done = subprocess.run(

@@ -15,13 +15,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from grep_helpers import add_document, memory_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.indexing import documents, grams
-from kbindex.daemon.indexing.textfile import Loaded, decode
+from kbindex.daemon.indexing import grams
 from kbindex.daemon.searching import grep, trigrams
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
 
 LETTERS = "abcksxyzABCKSXYZ"
 SPECIAL = "é\u00c9σςΣµμßẞ\u212a\u017fǅΩ\u2126ω日本🙂"
@@ -203,8 +201,7 @@ def test_queries_stay_shallow_enough_for_fts5() -> None:
     query = trigrams.required(nested)
     assert query is not None and _depth(query) <= trigrams.MAX_DEPTH
     assert satisfied(query, tokens("xx cd000cd001ab002 yy"))
-    conn = sqlite.connect(":memory:")
-    schema.create(conn)
+    conn = memory_index()
     grep.candidates(conn, query, None, [], [])
     assert trigrams.required("(" * 5000) is None  # deeper than Python's stack: ANY
 
@@ -230,22 +227,13 @@ def test_the_index_admits_every_file_with_a_match(
     whole = st.from_regex(compiled, fullmatch=True)
     made = data.draw(st.lists(st.one_of(whole, st.from_regex(compiled)), min_size=1, max_size=3))
     texts = [t[:matching_limit] for t in made]
-    conn = sqlite.connect(":memory:", isolation_level=None)
-    schema.create(conn)
+    conn = memory_index()
     want = set()
     for i, text in enumerate(_clean(t) for t in texts):
-        loaded = decode(text.encode(), len(text.encode()), 0)
-        if not isinstance(loaded, Loaded):  # control characters: binary, not indexed
-            continue
         path = f"/r/f{i}.txt"
-        rowid = conn.execute(
-            "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
-            " VALUES (?, '/r', ?, 0, 0, 0)",
-            (path, path[3:]),
-        ).lastrowid
-        assert rowid is not None
-        doc = documents.prepare(path[3:], loaded)
-        documents.insert(conn, [documents.entry(rowid, doc)])
+        loaded = add_document(conn, path, "/r", text.encode())
+        if loaded is None:  # control characters: binary, not indexed
+            continue
         if any(compiled.search(line) for line in loaded.text.split("\n")):
             want.add(path)
     query = trigrams.required(pattern, ignore_case=ignore_case)

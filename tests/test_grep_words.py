@@ -12,12 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from grep_helpers import needs_rg
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.textfile import Loaded, decode
+from grep_helpers import add_document, memory_index, needs_rg
 from kbindex.daemon.searching import grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
-from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.engine import sqlite
 
 
@@ -96,18 +93,9 @@ def test_a_short_or_structured_query_is_kept_whole() -> None:
 
 
 def _indexed(texts: dict[str, str]) -> sqlite.Connection:
-    conn = sqlite.connect(":memory:", isolation_level=None)
-    schema.create(conn)
+    conn = memory_index()
     for relpath, text in texts.items():
-        rowid = conn.execute(
-            "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
-            " VALUES (?, '/r', ?, ?, 0, 0)",
-            (f"/r/{relpath}", relpath, len(text)),
-        ).lastrowid
-        assert rowid is not None
-        loaded = decode(text.encode(), len(text.encode()), 0)
-        assert isinstance(loaded, Loaded)
-        documents.insert(conn, [documents.entry(rowid, documents.prepare(relpath, loaded))])
+        assert add_document(conn, f"/r/{relpath}", "/r", text.encode()) is not None
     return conn
 
 
