@@ -87,7 +87,10 @@ def entry(rowid: int, doc: Document) -> Entry:
 def prepare(relpath: str, loaded: Loaded) -> Document:
     """``loaded`` (the file at ``relpath`` in its root) with its column values."""
     row, exact = row_and_words(relpath, loaded.title, loaded.text)
-    return Document(loaded, row, exact, grams.of_text(row[2], loaded.encoding))
+    trigrams = grams.of_text(row[2], loaded.encoding)
+    if "\x00" in loaded.text:
+        trigrams += f"{grams.NUL_MARK} "
+    return Document(loaded, row, exact, trigrams)
 
 
 def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:

@@ -30,7 +30,7 @@ from kbindex.daemon.storage.engine import sqlite
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
@@ -197,6 +197,13 @@ INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 # snippets come from the files. ``docs_grams`` keeps its column sizes, which
 # ``contentless_delete`` needs. Every table is made anew and every file read again.
 
+_V9: Final = """
+UPDATE files SET mtime_ns = -1 WHERE skip_reason IS NULL AND size > 8192;
+"""
+# v9 marks the trigrams of a text holding a NUL (``grams.NUL_MARK``). Only a file past
+# the 8 KiB that text detection samples can hold one: those are read again at the next
+# scan (-1 is ``textfile.RETRY_MTIME_NS``), and grep names them until then (``sweep``).
+
 MIGRATIONS: Final[dict[int, str]] = {
     1: _V1,
     2: _V2,
@@ -206,6 +213,7 @@ MIGRATIONS: Final[dict[int, str]] = {
     6: _V6,
     7: _V7,
     8: _V8,
+    9: _V9,
 }
 
 
