@@ -131,13 +131,13 @@ def test_the_lines_of_a_word_literal_are_asked_between_boundaries_and_unsure_fil
     # The processes are real; the spy only records what each was asked.
     grepper = grep.Grepper()
     asked: list[list[str | bytes]] = []
-    spawn = grepper._spawn
+    spawn = grepper.spawn
 
     async def spy(argv: list[str | bytes], counts: bool) -> Any:
         asked.append(argv)
         return await spawn(argv, counts)
 
-    monkeypatch.setattr(grepper, "_spawn", spy)
+    monkeypatch.setattr(grepper, "spawn", spy)
     found = _files(tmp_path, {"a.txt": b"lantern\n", "b.txt": b"\xe9lantern\nlantern two\n"})
     outcome = asyncio.run(grepper.run(Flags("lantern", word=True), found, 100))
     assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [("a.txt", 1), ("b.txt", 2)]

@@ -8,5 +8,6 @@ snippet; ``explanation`` says why a path is or is not indexed.
 
 grep: ``trigrams`` turns a pattern into the trigrams every match holds, ``phrases`` a
 literal into the phrases of its whole words, ``grep`` finds the candidate files and
-runs ``ripgrep`` over them.
+runs ``ripgrep`` over them; ``sweep`` lets ripgrep walk the directories when every file
+is a candidate.
 """

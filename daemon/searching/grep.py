@@ -27,8 +27,9 @@ from subprocess import DEVNULL, PIPE
 from typing import Final
 
 from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
+from kbindex.daemon.indexing.grams import NUL_MARK
 from kbindex.daemon.indexing.ignore import IgnoreRules
-from kbindex.daemon.indexing.textfile import display_path, real_path
+from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS, display_path, real_path
 from kbindex.daemon.searching import phrases, ripgrep, trigrams
 from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
 from kbindex.daemon.storage.database import is_damage
@@ -85,15 +86,25 @@ class Candidates:
     scanned_all: bool
     size: int = 0
     """Their bytes, as last indexed (new files count nothing)."""
+    uncounted: list[str] | None = None
+    """Of ``scanned_all`` candidates, those a walk's counts may leave out (``sweep``):
+    a NUL in the text, a change not indexed yet, a new file. None: not known."""
 
     @classmethod
-    def of(cls, sizes: dict[str, int], *, scanned_all: bool) -> Candidates:
+    def of(
+        cls, sizes: dict[str, int], *, scanned_all: bool, uncounted: list[str] | None = None
+    ) -> Candidates:
         """The files of ``sizes`` (path: bytes) in ripgrep's order."""
-        # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-        # would put '-' before '/'). '/' as NUL, which sorts below any character a name
-        # holds, gives that order by plain string comparison (lists of parts are slower).
-        ordered = sorted(sizes, key=lambda p: p.replace("/", "\0"))
-        return cls(ordered, scanned_all, sum(sizes.values()))
+        ordered = sorted(sizes, key=order)
+        return cls(ordered, scanned_all, sum(sizes.values()), uncounted)
+
+
+def order(path: str) -> str:
+    """A display path's sort key in ripgrep's order."""
+    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
+    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
+    # holds, gives that order by plain string comparison (lists of parts are slower).
+    return path.replace("/", "\0")
 
 
 TRIGRAMS_BESIDE_WORDS: Final = 6
@@ -138,6 +149,11 @@ def candidates(
     match = trigrams.match_expression(query) if narrowed else None
     words = words if narrowed else None
     indexed = f"f.skip_reason IS NULL AND {cond}"
+    uncounted: list[str] | None = None
+    under = (
+        "SELECT f.path, f.size FROM files f"
+        f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
+    )
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
         if words is not None:
@@ -145,6 +161,12 @@ def candidates(
         elif match is None:
             sql = f"SELECT f.path, f.size FROM files f WHERE {indexed}"
             rows = conn.execute(sql, path_params).fetchall()
+            if narrowed:
+                uncounted = [p for (p,) in conn.execute(_UNCOUNTED + indexed, path_params)]
+                for p in pending:
+                    uncounted += [
+                        r[0] for r in conn.execute(under, [p, p + "/", p + "0", *path_params])
+                    ]
         else:
             # Driven from the trigram table: a selective pattern admits a few rowids.
             sql = (
@@ -153,24 +175,33 @@ def candidates(
             )
             rows = conn.execute(sql, [match, *path_params]).fetchall()
         if match is not None or words is not None:
-            under = (
-                "SELECT f.path, f.size FROM files f"
-                f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
-            )
             for p in pending:
                 rows += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
-        rows += conn.execute(
+        fresh = conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
             f" FROM json_each(?)) f WHERE {cond}",
             [as_json(new), *path_params],
         ).fetchall()
+        rows += fresh
     except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
         raise TooSlow("finding the candidate files took too long; narrow the path") from None
     finally:
         conn.set_progress_handler(None, 0)
-    return Candidates.of(dict(rows), scanned_all=match is None and words is None)
+    if uncounted is not None:
+        uncounted = sorted({*uncounted, *(p for p, _ in fresh)}, key=order)
+    return Candidates.of(
+        dict(rows), scanned_all=match is None and words is None, uncounted=uncounted
+    )
+
+
+_UNCOUNTED: Final = (
+    f"SELECT f.path FROM files f WHERE (f.mtime_ns = {RETRY_MTIME_NS} OR f.id IN"
+    f" (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH '{NUL_MARK}')) AND "
+)
+"""Indexed files whose text holds a NUL, or that wait to be read again (after an
+upgrade, files not marked yet: ``schema``, v9)."""
 
 
 def _by_words(
@@ -262,13 +293,7 @@ class Grepper:
         limit: int,
         deadline: float = DEADLINE_SECONDS,
     ) -> Outcome:
-        if "\0" in flags.pattern:
-            # The protocol carries any string; a process's arguments cannot hold a NUL.
-            at = flags.pattern.index("\0") + 1
-            raise BadPattern(
-                f"a NUL character cannot be given to ripgrep (at character {at} of the"
-                " pattern); a regex can say \\x00"
-            )
+        check_pattern(flags.pattern)
         rg = self.rg
         outcome = Outcome(candidates=len(found.paths), scanned_all=found.scanned_all)
         if not found.paths:
@@ -317,18 +342,18 @@ class Grepper:
         if flags.word_literal and not counts and not flags.files_only:
             return asyncio.ensure_future(self._word_lines(rg, flags, names))
         argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
-        return asyncio.ensure_future(self._spawn(argv, counts))
+        return asyncio.ensure_future(self.spawn(argv, counts))
 
     async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
         """The lines of a ``word_literal`` pattern: found between ``\\b``, and the files
         where that may differ from ``-w`` searched again with it (see ``ripgrep``)."""
-        run = await self._spawn([*flags.argv(rg, word_literal=True), *names], counts=False)
+        run = await self.spawn([*flags.argv(rg, word_literal=True), *names], counts=False)
         records = ripgrep.parse(run.out)
         unsure = ripgrep.unsure(records)
         if not unsure:
             return _Run(b"", run.err, run.code, run.cut, False, records)
         ordered = sorted(unsure, key=_parts)
-        again = await self._spawn([*flags.argv(rg), *ordered], counts=False)
+        again = await self.spawn([*flags.argv(rg), *ordered], counts=False)
         redone = ripgrep.parse(again.out)
         records = [r for r in records if r.path not in unsure]
         if again.cut:
@@ -337,7 +362,13 @@ class Grepper:
             records = [r for r in records if _parts(r.path) < edge]
         return _Run(b"", again.err, again.code, run.cut or again.cut, False, records + redone)
 
-    async def _spawn(self, argv: list[str | bytes], counts: bool) -> _Run:
+    async def spawn(
+        self, argv: list[str | bytes], counts: bool, until: float | None = None
+    ) -> _Run:
+        """Runs ripgrep and reads its output, at most CHUNK_OUTPUT_BYTES and (given
+        ``until``, a time of the running loop) until then: past either it is stopped,
+        and what it printed is kept (``cut``)."""
+        loop = asyncio.get_running_loop()
         async with self._slots:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=DEVNULL, stdout=PIPE, stderr=PIPE
@@ -347,11 +378,22 @@ class Grepper:
             out = bytearray()
             cut = False
             try:
-                while block := await proc.stdout.read(1 << 16):
-                    out += block
-                    if len(out) > CHUNK_OUTPUT_BYTES:
+                while True:
+                    read = proc.stdout.read(1 << 16)
+                    try:
+                        block = await (
+                            read if until is None else asyncio.wait_for(read, until - loop.time())
+                        )
+                    except TimeoutError:
+                        block = b""
                         cut = True
+                    if len(out) + len(block) > CHUNK_OUTPUT_BYTES:
+                        cut = True
+                    out += block
+                    if cut:
                         proc.kill()
+                        break
+                    if not block:
                         break
                 err = await proc.stderr.read()
                 code = await proc.wait()
@@ -365,7 +407,7 @@ class Grepper:
     async def _validate(self, rg: str, flags: ripgrep.Flags) -> None:
         """Run the pattern over nothing: its syntax errors are reported even when no
         file could match it."""
-        run = await self._spawn([*flags.argv(rg), os.devnull], counts=False)
+        run = await self.spawn([*flags.argv(rg), os.devnull], counts=False)
         if run.code == 2 and run.err:
             raise BadPattern(ripgrep.error_message(run.err, flags.pattern))
 
@@ -411,6 +453,17 @@ class Grepper:
             text, column = _clip(record.text, record.column)
             outcome.lines.append(Line(path, record.line, text, is_match, column))
         return kept
+
+
+def check_pattern(pattern: str) -> None:
+    """Raises BadPattern for what cannot reach ripgrep at all."""
+    if "\0" in pattern:
+        # The protocol carries any string; a process's arguments cannot hold a NUL.
+        at = pattern.index("\0") + 1
+        raise BadPattern(
+            f"a NUL character cannot be given to ripgrep (at character {at} of the"
+            " pattern); a regex can say \\x00"
+        )
 
 
 def _parts(path: bytes) -> list[bytes]:

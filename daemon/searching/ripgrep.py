@@ -9,7 +9,8 @@ Output is read with ``--null`` (a NUL after each path, so any byte may be in a n
 ``--line-number`` and ``--column``: ``PATH\\0LINE:COLUMN:TEXT`` for a match,
 ``PATH\\0LINE-TEXT`` for context, ``PATH\\0COUNT`` with ``--count``, ``PATH\\0`` with
 ``--files-with-matches``. One thread per process (``-j1``) searches the files in the
-order given, so a prefix of the output is a prefix of the answer.
+order given, so a prefix of the output is a prefix of the answer; a walk of whole
+directories (``sweep``) only counts, on all of ripgrep's threads.
 
 ``-w`` over a literal with an ASCII word character at each end (``Flags.word_literal``)
 runs as ``\\bLITERAL\\b``: ripgrep 13 wraps a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)``
@@ -26,8 +27,11 @@ import os
 import re
 import shutil
 import sysconfig
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
+
+from kbindex.daemon.indexing.textfile import display_path
 
 RIPGREP_ENV: Final = "KBINDEX_RG"
 """Overrides where the ``rg`` binary is (a path)."""
@@ -94,14 +98,27 @@ class Flags:
         the last match's after-context as a match, and ``--count`` leaves it out."""
         return self.max_count is None or not self.after
 
-    def argv(self, rg: str, *, count: bool = False, word_literal: bool = False) -> list[str]:
+    def argv(
+        self,
+        rg: str,
+        *,
+        count: bool = False,
+        word_literal: bool = False,
+        walk_skipping: Collection[str] | None = None,
+    ) -> list[str]:
         """The command line before the file names: lines (or files), or with ``count``
         only each file's number of matching lines. ``word_literal`` (lines of a
-        ``word_literal`` pattern): the literal between ``\\b``, not ``-w``."""
+        ``word_literal`` pattern): the literal between ``\\b``, not ``-w``.
+        ``walk_skipping``: the names are directories to walk as ``rg -uu`` does, on all
+        of ripgrep's threads, leaving out the directories of these names."""
         # --no-mmap: given 10 files or fewer, ripgrep maps them and then looks for a NUL
         # in their first 64 KiB only; read, as rg -uu reads them, a NUL further on stops
         # the file there too.
-        args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "-j1", "--no-mmap"]
+        args = [rg, "--no-config", "--no-messages", "--null", "--color=never", "--no-mmap"]
+        if walk_skipping is None:
+            args.append("-j1")
+        else:
+            args += ["--no-ignore", "--hidden", *(f"--glob=!{d}/" for d in sorted(walk_skipping))]
         args += ["--with-filename", "--no-heading"]
         pattern = self.pattern
         if word_literal:
@@ -204,6 +221,20 @@ def counted(out: bytes) -> tuple[int, int]:
             lines += int(count)
             files += 1
     return lines, files
+
+
+def counts(out: bytes) -> list[tuple[str, int]]:
+    """(display path, matching lines) of each file in the ``--count`` output of a walk
+    (which skips a binary file silently: no notice); a name may hold a line break, and
+    a row cut off at the end (a run stopped at its deadline) is left out."""
+    text = out.decode("utf-8", "surrogateescape")  # os.fsdecode of every name at once
+    rows = _COUNT_ROW.findall(text)
+    if not text.isascii():
+        rows = [(display_path(path), n) for path, n in rows]
+    return [(path, int(n)) for path, n in rows]
+
+
+_COUNT_ROW: Final = re.compile(r"([^\0]*)\0(\d+)\n")
 
 
 def _split_number(data: bytes) -> tuple[int, bytes, bytes]:

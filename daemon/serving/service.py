@@ -24,7 +24,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
-from kbindex.daemon.searching import grep, ripgrep
+from kbindex.daemon.searching import grep, ripgrep, sweep
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
@@ -332,7 +332,9 @@ class Service:
             max_count=request.max_count,
             files_only=request.files_only,
         )
-        outcome = await self.grepper.run(flags, found, limit)
+        roots = [str(r) for r in self.roots.paths]
+        walk = sweep.walks(roots, request.path)
+        outcome = await sweep.run(self.grepper, flags, found, walk, limit)
         return replies.grep_reply(outcome, replies.freshness(self.health))
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:

@@ -1,0 +1,144 @@
+"""grep over every file: ripgrep walks the directories itself, and counts.
+
+A pattern with no trigram to narrow it (``ab``, ``\\w+\\(``, ``.``) reads every indexed
+file. Named on ripgrep's command line, each file costs ripgrep two ``statx`` of its
+whole path, and the names go to processes of one thread each (their output must come
+in path order); walking a directory, ripgrep finds its files with one ``getdents`` and
+searches them on all its threads, as ``rg -uu`` does (``bench/README.md``, sessions 13
+and 18). So:
+
+1. one ripgrep walks the roots (or the directory a path filter names) with ``rg -uu``'s
+   settings and counts each file's matching lines. It reads a superset of the
+   candidates: the files the index left out are read too, and their counts dropped,
+   so the answer is the named files' one. Directories with a built-in ignored name
+   are left out by glob: nothing under them is ever indexed (``ignore``);
+2. ``rg -uu --count`` prints nothing for a file it finds binary after a match (a NUL
+   past its first 64 KiB), where ``rg -uu`` prints the lines before the NUL. So the
+   files whose text holds a NUL (``grams.NUL_MARK``), and those changed or new since
+   they were indexed, are read by name beside the walk (``Candidates.uncounted``);
+3. the first files with a match in path order, enough for ``limit`` lines, are read
+   again by name for their lines (``Grepper.run``). Totals are the counts'.
+
+Where a walk cannot be sure to reach every candidate (a glob for a path filter, a path
+through a symlink), ``--count`` would count otherwise than the lines
+(``Flags.countable``), or the uncounted files are many, the files are named as for any
+other grep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import os
+from collections.abc import Sequence
+from typing import Final
+
+from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
+from kbindex.daemon.indexing.textfile import real_path
+from kbindex.daemon.searching import ripgrep
+from kbindex.daemon.searching.grep import (
+    DEADLINE_SECONDS,
+    BadPattern,
+    Candidates,
+    Grepper,
+    Outcome,
+    check_pattern,
+    order,
+)
+from kbindex.daemon.searching.searcher import path_filter
+
+_SKIPPED = (*IGNORED_DIR_NAMES, "*.egg-info")
+NAMED_FILES: Final = 1000
+"""Files a walk's counts may leave out (``Candidates.uncounted``), read by name beside
+it, at most; past that (files waiting to be read again after an upgrade) the walk
+gains little, and every file is named."""
+
+
+def walks(roots: Sequence[str], raw_filter: str | None) -> list[str]:
+    """The directories a walk covering every candidate of a grep within ``raw_filter``
+    starts from: the roots, or the directory the filter names in them; none (name the
+    files) for a glob, or for a path that is a file or goes through a symlink."""
+    parsed = path_filter(raw_filter)
+    if parsed is None:
+        return list(roots)
+    if parsed.glob:
+        return []
+    stem = real_path(parsed.stem)
+    if parsed.absolute:
+        inside = any(stem == r or stem.startswith(r + "/") for r in roots)
+        places = [stem] if inside else []
+    else:
+        places = [os.path.join(r, stem) for r in roots]
+    found = [p for p in places if os.path.lexists(p)]
+    if any(not os.path.isdir(p) or os.path.realpath(p) != p for p in found):
+        return []
+    return found
+
+
+async def run(
+    grepper: Grepper,
+    flags: ripgrep.Flags,
+    found: Candidates,
+    walk: Sequence[str],
+    limit: int,
+    deadline: float = DEADLINE_SECONDS,
+) -> Outcome:
+    """``found`` (every indexed file within the path filter) read as ``Grepper.run``
+    would, by ripgrep walking ``walk`` (``walks``); ``Candidates.uncounted`` read by
+    name beside it. A walk started while the candidates were looked up gained nothing
+    on 2 cores (``bench/README.md``, session 18)."""
+    uncounted = found.uncounted
+    if (
+        not walk
+        or not flags.countable
+        or not found.scanned_all
+        or uncounted is None
+        or len(uncounted) > NAMED_FILES
+    ):
+        return await grepper.run(flags, found, limit, deadline)
+    check_pattern(flags.pattern)
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + deadline
+    counting = dataclasses.replace(flags, files_only=False)
+    argv: list[str | bytes] = [
+        *counting.argv(grepper.rg, count=True, walk_skipping=_SKIPPED),
+        *walk,
+    ]
+    named = Candidates(uncounted, scanned_all=False)
+    counted, extra = await asyncio.gather(
+        grepper.spawn(argv, counts=True, until=give_up), grepper.run(flags, named, 0, deadline)
+    )
+    if counted.code == 2 and counted.err:
+        raise BadPattern(ripgrep.error_message(counted.err, flags.pattern))
+    wanted = set(found.paths).difference(uncounted)
+    counts = [(path, n) for path, n in ripgrep.counts(counted.out) if path in wanted]
+    outcome = Outcome(
+        candidates=len(found.paths),
+        scanned_all=True,
+        complete=not counted.cut and extra.complete,
+        files=len(counts) + extra.files,
+        total=(len(counts) if flags.files_only else sum(n for _, n in counts)) + extra.total,
+    )
+    # Enough files with a match, in path order, for ``limit`` lines (``limit`` files
+    # always are); the uncounted ones up to there (or all) are read again with them.
+    first: list[str] = []
+    enough = 0
+    for path, n in heapq.nsmallest(limit, counts, key=lambda c: order(c[0])):
+        if enough >= limit:
+            break
+        first.append(path)
+        enough += 1 if flags.files_only else n
+    if enough >= limit and first:
+        last = order(first[-1])
+        first += [p for p in uncounted if order(p) < last]
+    else:
+        first += uncounted
+    if first:
+        left = max(give_up - loop.time(), 0.001)
+        paths = sorted(first, key=order)
+        read = await grepper.run(flags, Candidates(paths, scanned_all=False), limit, left)
+        outcome.lines = read.lines
+        outcome.complete = outcome.complete and read.complete
+    outcome.truncated = outcome.total > sum(1 for ln in outcome.lines if ln.match)
+    return outcome
