@@ -9,11 +9,14 @@ index written before NULs were marked (schema v8), which no running kbindexd can
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
 from kbindex.daemon.indexing import grams
+from kbindex.daemon.searching import grep as grepping
+from kbindex.daemon.searching import ripgrep, sweep
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import Grep, GrepReply
 
@@ -110,3 +113,35 @@ async def test_an_index_from_before_nuls_were_marked_reads_those_files_by_name(
     reply = await grep(daemon, Case("ab"))
     assert ("late nul.txt", 1) in _lines(daemon, reply)
     assert reply.total == 5
+
+
+def test_a_walks_counts_are_read_row_by_row_across_blocks() -> None:
+    # A name may hold a line break; a block may end inside a row.
+    out = b"a.txt\x003\nodd\nname.md\x0012\nhalf/wa"
+    rows, used = ripgrep.counts(out)
+    assert rows == [("a.txt", 3), ("odd\nname.md", 12)]
+    assert out[used:] == b"half/wa"
+    rows, used = ripgrep.counts(b"caf\xe9.txt\x001\n")
+    assert rows == [("caf\\xe9.txt", 1)]
+
+
+async def test_a_walk_printing_more_than_a_runs_output_cap_is_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree of a million files prints tens of MB of counts; here the cap is lowered
+    to a few rows (a million files cannot be made in a test): 300 files match."""
+    root = tmp_path / "root"
+    names = [f"d{i // 30:02d}/f{i:03d}.txt" for i in range(300)]
+    for name in names:
+        write(root / name, "ab\nab\n")
+    monkeypatch.setattr(grepping, "CHUNK_OUTPUT_BYTES", 1000)
+    found = grepping.Candidates.of(
+        {str(root / n): 6 for n in names}, scanned_all=True, uncounted=[]
+    )
+    outcome = await sweep.run(grepping.Grepper(), ripgrep.Flags("ab"), found, [str(root)], 3)
+    assert (outcome.total, outcome.files, outcome.complete) == (600, 300, True)
+    assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [
+        ("f000.txt", 1),
+        ("f000.txt", 2),
+        ("f001.txt", 1),
+    ]

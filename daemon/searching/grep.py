@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE
 from typing import Final
@@ -363,11 +363,16 @@ class Grepper:
         return _Run(b"", again.err, again.code, run.cut or again.cut, False, records + redone)
 
     async def spawn(
-        self, argv: list[str | bytes], counts: bool, until: float | None = None
+        self,
+        argv: list[str | bytes],
+        counts: bool,
+        until: float | None = None,
+        take: Callable[[bytes], None] | None = None,
     ) -> _Run:
-        """Runs ripgrep and reads its output, at most CHUNK_OUTPUT_BYTES and (given
-        ``until``, a time of the running loop) until then: past either it is stopped,
-        and what it printed is kept (``cut``)."""
+        """Runs ripgrep and reads its output, at most CHUNK_OUTPUT_BYTES (none when
+        ``take`` reads each block as it comes) and, given ``until`` (a time of the
+        running loop), until then: past either it is stopped, and what it printed is
+        kept (``cut``)."""
         loop = asyncio.get_running_loop()
         async with self._slots:
             proc = await asyncio.create_subprocess_exec(
@@ -378,23 +383,24 @@ class Grepper:
             out = bytearray()
             cut = False
             try:
-                while True:
+                while not cut:
                     read = proc.stdout.read(1 << 16)
                     try:
                         block = await (
                             read if until is None else asyncio.wait_for(read, until - loop.time())
                         )
                     except TimeoutError:
-                        block = b""
                         cut = True
-                    if len(out) + len(block) > CHUNK_OUTPUT_BYTES:
-                        cut = True
-                    out += block
-                    if cut:
-                        proc.kill()
                         break
                     if not block:
                         break
+                    if take is not None:
+                        take(block)
+                        continue
+                    out += block
+                    cut = len(out) > CHUNK_OUTPUT_BYTES
+                if cut:
+                    proc.kill()
                 err = await proc.stderr.read()
                 code = await proc.wait()
             except BaseException:

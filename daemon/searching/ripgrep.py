@@ -223,18 +223,20 @@ def counted(out: bytes) -> tuple[int, int]:
     return lines, files
 
 
-def counts(out: bytes) -> list[tuple[str, int]]:
-    """(display path, matching lines) of each file in the ``--count`` output of a walk
-    (which skips a binary file silently: no notice); a name may hold a line break, and
-    a row cut off at the end (a run stopped at its deadline) is left out."""
-    text = out.decode("utf-8", "surrogateescape")  # os.fsdecode of every name at once
-    rows = _COUNT_ROW.findall(text)
-    if not text.isascii():
-        rows = [(display_path(path), n) for path, n in rows]
-    return [(path, int(n)) for path, n in rows]
+def counts(out: bytes) -> tuple[list[tuple[str, int]], int]:
+    """(display path, matching lines) of each whole row of a walk's ``--count`` output
+    (a walk skips a binary file silently: no notice; a name may hold a line break),
+    and the bytes those rows take: a row cut off at the end waits for the rest."""
+    rows = _COUNT_ROW.findall(out)
+    used = sum(len(path) + len(n) + 2 for path, n in rows)
+    return [(_shown(path), int(n)) for path, n in rows], used
 
 
-_COUNT_ROW: Final = re.compile(r"([^\0]*)\0(\d+)\n")
+def _shown(path: bytes) -> str:
+    return path.decode() if path.isascii() else display_path(os.fsdecode(path))
+
+
+_COUNT_ROW: Final = re.compile(rb"([^\0]*)\0(\d+)\n")
 
 
 def _split_number(data: bytes) -> tuple[int, bytes, bytes]:

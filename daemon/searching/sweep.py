@@ -55,6 +55,22 @@ it, at most; past that (files waiting to be read again after an upgrade) the wal
 gains little, and every file is named."""
 
 
+class _Tally:
+    """A walk's ``--count`` output read as it comes (a tree of a million files prints
+    tens of MB): the counts of the ``wanted`` files only."""
+
+    def __init__(self, wanted: set[str]) -> None:
+        self.wanted = wanted
+        self.counts: list[tuple[str, int]] = []
+        self._rest = b""
+
+    def __call__(self, block: bytes) -> None:
+        data = self._rest + block
+        rows, used = ripgrep.counts(data)
+        self._rest = data[used:]
+        self.counts += [(path, n) for path, n in rows if path in self.wanted]
+
+
 def walks(roots: Sequence[str], raw_filter: str | None) -> list[str]:
     """The directories a walk covering every candidate of a grep within ``raw_filter``
     starts from: the roots, or the directory the filter names in them; none (name the
@@ -106,13 +122,14 @@ async def run(
         *walk,
     ]
     named = Candidates(uncounted, scanned_all=False)
+    tally = _Tally(set(found.paths).difference(uncounted))
     counted, extra = await asyncio.gather(
-        grepper.spawn(argv, counts=True, until=give_up), grepper.run(flags, named, 0, deadline)
+        grepper.spawn(argv, counts=True, until=give_up, take=tally),
+        grepper.run(flags, named, 0, deadline),
     )
     if counted.code == 2 and counted.err:
         raise BadPattern(ripgrep.error_message(counted.err, flags.pattern))
-    wanted = set(found.paths).difference(uncounted)
-    counts = [(path, n) for path, n in ripgrep.counts(counted.out) if path in wanted]
+    counts = tally.counts
     outcome = Outcome(
         candidates=len(found.paths),
         scanned_all=True,
