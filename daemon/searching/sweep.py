@@ -102,8 +102,7 @@ async def run(
 ) -> Outcome:
     """``found`` (every indexed file within the path filter) read as ``Grepper.run``
     would, by ripgrep walking ``walk`` (``walks``); ``Candidates.uncounted`` read by
-    name beside it. A walk started while the candidates were looked up gained nothing
-    on 2 cores (``bench/README.md``, session 18)."""
+    name beside it."""
     uncounted = found.uncounted
     if (
         not walk
@@ -123,10 +122,12 @@ async def run(
     ]
     named = Candidates(uncounted, scanned_all=False)
     tally = _Tally(set(found.paths).difference(uncounted))
-    counted, extra = await asyncio.gather(
-        grepper.spawn(argv, counts=True, until=give_up, take=tally),
-        grepper.run(flags, named, 0, deadline),
-    )
+    walking = asyncio.ensure_future(grepper.spawn(argv, counts=True, until=give_up, take=tally))
+    try:
+        extra = await grepper.run(flags, named, 0, deadline)  # also refuses a bad pattern
+        counted = await walking
+    finally:
+        walking.cancel()  # stops ripgrep when the other failed
     if counted.code == 2 and counted.err:
         raise BadPattern(ripgrep.error_message(counted.err, flags.pattern))
     counts = tally.counts
