@@ -6,7 +6,7 @@
    phrases when they admit a few files), within the path filter (in the query, never
    after a limit), plus every file with a change still pending, so an answer is never
    staler than the files. A pattern with neither reads every indexed file
-   (``scanned_all``).
+   (``scanned_all``), mostly by a walk of the roots (``sweep``).
 2. ``Grepper.run`` hands the candidates, in ripgrep's path order, to ripgrep: a few
    MB of them to one process; more in chunks (small first, so that a pattern matching
    everywhere answers from the first few files), two processes at a time. Once
@@ -143,7 +143,8 @@ def candidates(
     """The indexed files that may hold a match (in the reader thread): those the
     trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
     changed file, directory or root whose text may differ from the index), and ``new``
-    files (path, relpath) not indexed yet; all within ``path_filter``."""
+    files (path, relpath) not indexed yet; all within ``path_filter``. When every
+    indexed file is one, also those a walk's counts may leave out (``uncounted``)."""
     cond, path_params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS
     match = trigrams.match_expression(query) if narrowed else None
