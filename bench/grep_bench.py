@@ -51,7 +51,7 @@ from typing import Any
 import anyio
 import common
 from index_bench import warm_cache
-from kbindex.daemon.searching import grep, ripgrep
+from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.schema import VOCABULARY
@@ -391,11 +391,11 @@ def breakdown(db: Path, case: Case) -> dict[str, Any]:
     try:
         for _ in range(6):
             t0 = time.perf_counter()
-            query, words = grep.required(
+            query, words = candidates.required(
                 case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
             )
             t1 = time.perf_counter()
-            found = grep.candidates(conn, query, None, [], [], words)
+            found = candidates.find(conn, query, None, [], [], words)
             t2 = time.perf_counter()
             asyncio.run(grepper.run(flags, found, LIMIT))
             t3 = time.perf_counter()

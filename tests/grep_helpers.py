@@ -43,7 +43,7 @@ needs_rg = pytest.mark.skipif(
 
 
 def memory_index() -> sqlite.Connection:
-    """An empty index in memory, for ``grep.candidates`` (with ``add_document``)."""
+    """An empty index in memory, for ``candidates.find`` (with ``add_document``)."""
     conn = sqlite.connect(":memory:", isolation_level=None)
     schema.create(conn)
     return conn

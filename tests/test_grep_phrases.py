@@ -16,7 +16,7 @@ import pytest
 from grep_helpers import RG, add_document, memory_index, needs_rg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.searching import grep, phrases, trigrams
+from kbindex.daemon.searching import candidates, phrases, trigrams
 
 pytestmark = [pytest.mark.slow, needs_rg]
 
@@ -64,7 +64,7 @@ def test_candidates_hold_every_file_rg_reports(
     assert done.returncode in (0, 1), done.stderr
     query = trigrams.required(literal, fixed=True, ignore_case=ignore_case)
     words = phrases.required(literal, fixed=True, word=word, ignore_case=ignore_case)
-    found = grep.candidates(conn, query, None, [], [], words)
+    found = candidates.find(conn, query, None, [], [], words)
     conn.close()
     reported = set(done.stdout.split())
     assert reported <= set(found.paths), (literal, words)

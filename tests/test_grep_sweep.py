@@ -15,8 +15,8 @@ import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
 from kbindex.daemon.indexing import grams
+from kbindex.daemon.searching import candidates, ripgrep, sweep
 from kbindex.daemon.searching import grep as grepping
-from kbindex.daemon.searching import ripgrep, sweep
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import Grep, GrepReply
 
@@ -135,7 +135,7 @@ async def test_a_walk_printing_more_than_a_runs_output_cap_is_complete(
     for name in names:
         write(root / name, "ab\nab\n")
     monkeypatch.setattr(grepping, "CHUNK_OUTPUT_BYTES", 1000)
-    found = grepping.Candidates.of(
+    found = candidates.Candidates.of(
         {str(root / n): 6 for n in names}, scanned_all=True, uncounted=[]
     )
     outcome = await sweep.run(grepping.Grepper(), ripgrep.Flags("ab"), found, [str(root)], 3)

@@ -19,7 +19,7 @@ from grep_helpers import add_document, memory_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.indexing import grams
-from kbindex.daemon.searching import grep, trigrams
+from kbindex.daemon.searching import candidates, trigrams
 
 LETTERS = "abcksxyzABCKSXYZ"
 SPECIAL = "é\u00c9σςΣµμßẞ\u212a\u017fǅΩ\u2126ω日本🙂"
@@ -202,7 +202,7 @@ def test_queries_stay_shallow_enough_for_fts5() -> None:
     assert query is not None and _depth(query) <= trigrams.MAX_DEPTH
     assert satisfied(query, tokens("xx cd000cd001ab002 yy"))
     conn = memory_index()
-    grep.candidates(conn, query, None, [], [])
+    candidates.find(conn, query, None, [], [])
     assert trigrams.required("(" * 5000) is None  # deeper than Python's stack: ANY
 
 
@@ -237,7 +237,7 @@ def test_the_index_admits_every_file_with_a_match(
         if any(compiled.search(line) for line in loaded.text.split("\n")):
             want.add(path)
     query = trigrams.required(pattern, ignore_case=ignore_case)
-    found = grep.candidates(conn, query, None, [], [])
+    found = candidates.find(conn, query, None, [], [])
     conn.close()
     assert want <= set(found.paths), (pattern, query)
 

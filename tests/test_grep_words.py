@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from grep_helpers import add_document, memory_index, needs_rg
-from kbindex.daemon.searching import grep, ripgrep, trigrams
+from kbindex.daemon.searching import candidates, grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
 from kbindex.daemon.storage.engine import sqlite
 
@@ -68,17 +68,17 @@ def test_files_with_a_match_line_that_is_not_utf8_are_searched_again() -> None:
 def test_beside_a_literals_words_a_few_trigrams_spread_over_it_are_asked() -> None:
     literal = "devm_hwmon_device_register_with_info"
     every = trigrams.required(literal)
-    query, words = grep.required(literal, fixed=False, ignore_case=False, word=True)
+    query, words = candidates.required(literal, fixed=False, ignore_case=False, word=True)
     assert words is not None
     assert isinstance(every, trigrams.And)
     assert isinstance(query, trigrams.And)
-    assert len(query.parts) == grep.TRIGRAMS_BESIDE_WORDS
+    assert len(query.parts) == candidates.TRIGRAMS_BESIDE_WORDS
     assert query.parts < every.parts
     first, last = literal[:3].encode().hex(), literal[-3:].encode().hex()
     assert {first, last} <= query.parts
     # Without words (a literal whose edges may be glued), every trigram is asked.
     fixed = "Invalid number of channels"
-    assert grep.required(fixed, fixed=True, ignore_case=False, word=False) == (
+    assert candidates.required(fixed, fixed=True, ignore_case=False, word=False) == (
         trigrams.required(fixed, fixed=True),
         None,
     )
@@ -99,7 +99,7 @@ def _indexed(texts: dict[str, str]) -> sqlite.Connection:
     return conn
 
 
-@pytest.mark.parametrize("near", [3, grep.FEW_FILES + 1])
+@pytest.mark.parametrize("near", [3, candidates.FEW_FILES + 1])
 def test_the_files_of_a_literals_words_are_narrowed_by_its_trigrams_when_many(near: int) -> None:
     # "kmem cache alloc" is the phrase of kmem_cache_alloc's words without its
     # trigrams m_c and e_a. A few such files are read rather than ruled out by a
@@ -108,20 +108,22 @@ def test_the_files_of_a_literals_words_are_narrowed_by_its_trigrams_when_many(ne
     texts |= {f"near{i}.txt": f"the kmem cache alloc path, note {i}\n" for i in range(near)}
     texts["other.txt"] = "kmem_cache_free only\n"
     conn = _indexed(texts)
-    query, words = grep.required("kmem_cache_alloc", fixed=False, ignore_case=False, word=True)
-    found = set(grep.candidates(conn, query, None, [], [], words).paths)
+    query, words = candidates.required(
+        "kmem_cache_alloc", fixed=False, ignore_case=False, word=True
+    )
+    found = set(candidates.find(conn, query, None, [], [], words).paths)
     reals = {f"/r/real{i}.c" for i in range(3)}
-    if near > grep.FEW_FILES:
+    if near > candidates.FEW_FILES:
         assert found == reals
     else:
         assert found == reals | {f"/r/near{i}.txt" for i in range(near)}
 
 
-def _files(tmp_path: Path, contents: dict[str, bytes]) -> grep.Candidates:
+def _files(tmp_path: Path, contents: dict[str, bytes]) -> candidates.Candidates:
     for name, data in contents.items():
         (tmp_path / name).write_bytes(data)
     sizes = {str(tmp_path / name): len(data) for name, data in contents.items()}
-    return grep.Candidates.of(sizes, scanned_all=False)
+    return candidates.Candidates.of(sizes, scanned_all=False)
 
 
 @needs_rg

@@ -29,7 +29,7 @@ from kbindex.daemon.indexing.scanner import Stamp
 from kbindex.daemon.indexing.textfile import Loaded, SkipReason
 from kbindex.daemon.postgres import reads, schema, writes
 from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.searching.grep import Candidates
+from kbindex.daemon.searching.candidates import Candidates
 from kbindex.daemon.storage.index import (
     Checked,
     Counts,

@@ -16,7 +16,7 @@ import psycopg
 from kbindex.daemon.postgres import tsquery
 from kbindex.daemon.postgres.connections import Connection
 from kbindex.daemon.searching import passages, trigrams
-from kbindex.daemon.searching.grep import PENDING_PATHS, Candidates, TooSlow
+from kbindex.daemon.searching.candidates import PENDING_PATHS, Candidates, TooSlow
 from kbindex.daemon.searching.query import BadQuery, Compiled
 from kbindex.daemon.searching.searcher import path_filter
 from kbindex.daemon.storage.index import Counts, Embeddable, File, Hit, SearchResult, Stored
@@ -302,7 +302,7 @@ def grep_candidates(
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
 ) -> Candidates:
-    """As ``grep.candidates``, from this machine's rows (``rg`` reads the local files).
+    """As ``candidates.find``, from this machine's rows (``rg`` reads the local files).
     The phrase prefilter of SQLite (``phrases``) is left out: it only narrows."""
     cond, params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS

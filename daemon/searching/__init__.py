@@ -7,7 +7,7 @@ to choose by, ``essential`` picks the words whose documents are ranked first,
 snippet; ``explanation`` says why a path is or is not indexed.
 
 grep: ``trigrams`` turns a pattern into the trigrams every match holds, ``phrases`` a
-literal into the phrases of its whole words, ``grep`` finds the candidate files and
-runs ``ripgrep`` over them; ``sweep`` lets ripgrep walk the directories when every file
-is a candidate.
+literal into the phrases of its whole words, ``candidates`` finds the files they
+admit, ``grep`` runs ``ripgrep`` over them; ``sweep`` lets ripgrep walk the directories
+when every file is a candidate.
 """

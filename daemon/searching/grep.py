@@ -1,19 +1,13 @@
-"""grep: the files the trigram index cannot rule out, read by ripgrep.
+"""grep: ripgrep over the files the index cannot rule out (``candidates``).
 
-1. ``trigrams.required`` turns the pattern into a trigram query, and for a literal
-   ``phrases.required`` into phrases of its whole words; ``candidates`` asks
-   ``docs_grams`` and ``docs`` for the indexed files that satisfy both (only the
-   phrases when they admit a few files), within the path filter (in the query, never
-   after a limit), plus every file with a change still pending, so an answer is never
-   staler than the files. A pattern with neither reads every indexed file
-   (``scanned_all``), mostly by a walk of the roots (``sweep``).
-2. ``Grepper.run`` hands the candidates, in ripgrep's path order, to ripgrep: a few
+1. ``Grepper.run`` hands the candidates, in ripgrep's path order, to ripgrep: a few
    MB of them to one process; more in chunks (small first, so that a pattern matching
    everywhere answers from the first few files), two processes at a time. Once
    ``limit`` lines are in hand, later chunks only count (``--count``), so totals stay
    exact without reading every line back (unless ``--count`` would count otherwise:
-   ``Flags.countable``).
-3. A deadline and a cap on one chunk's output bound the work: past either, the reply
+   ``Flags.countable``). When every indexed file is a candidate, ripgrep mostly walks
+   the roots instead (``sweep``).
+2. A deadline and a cap on one chunk's output bound the work: past either, the reply
    says it is incomplete and its total a lower bound.
 """
 
@@ -21,20 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE
 from typing import Final
 
-from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
-from kbindex.daemon.indexing.grams import NUL_MARK
-from kbindex.daemon.indexing.ignore import IgnoreRules
-from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS, display_path, real_path
-from kbindex.daemon.searching import phrases, ripgrep, trigrams
-from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
-from kbindex.daemon.storage.database import is_damage
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.watching.changes import Changes
+from kbindex.daemon.indexing.textfile import display_path, real_path
+from kbindex.daemon.searching import ripgrep
+from kbindex.daemon.searching.candidates import Candidates
 from kbindex.proto.messages import GREP_LINE_CHARS
 
 DEADLINE_SECONDS: Final = 10.0
@@ -55,10 +43,6 @@ class BadPattern(Exception):
     """ripgrep refused the pattern; the message says why and where."""
 
 
-class TooSlow(Exception):
-    """The candidate query ran past its deadline."""
-
-
 @dataclass(frozen=True, slots=True)
 class Line:
     path: str
@@ -77,174 +61,6 @@ class Outcome:
     complete: bool = True
     candidates: int = 0
     scanned_all: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    paths: list[str]
-    """Display paths (``textfile.display_path``), sorted folder by folder."""
-    scanned_all: bool
-    size: int = 0
-    """Their bytes, as last indexed (new files count nothing)."""
-    uncounted: list[str] | None = None
-    """Of ``scanned_all`` candidates, those a walk's counts may leave out (``sweep``):
-    a NUL in the text, a change not indexed yet, a new file. None: not known."""
-
-    @classmethod
-    def of(
-        cls, sizes: dict[str, int], *, scanned_all: bool, uncounted: list[str] | None = None
-    ) -> Candidates:
-        """The files of ``sizes`` (path: bytes) in ripgrep's order."""
-        ordered = sorted(sizes, key=order)
-        return cls(ordered, scanned_all, sum(sizes.values()), uncounted)
-
-
-def order(path: str) -> str:
-    """A display path's sort key in ripgrep's order."""
-    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
-    # holds, gives that order by plain string comparison (lists of parts are slower).
-    return path.replace("/", "\0")
-
-
-TRIGRAMS_BESIDE_WORDS: Final = 6
-"""Trigrams asked of a literal whose words are asked too (``trigrams.spread``)."""
-
-
-def required(
-    pattern: str, *, fixed: bool, ignore_case: bool, word: bool
-) -> tuple[trigrams.Query, phrases.Words | None]:
-    """What every file with a match holds: trigrams, and a literal's words in a row
-    (``phrases``). The words narrow the files as much as the trigrams within them, so
-    beside them a few trigrams are asked (the literal's edges, and files ``unless``
-    admits whatever their words)."""
-    query = trigrams.required(pattern, fixed=fixed, ignore_case=ignore_case)
-    words = phrases.required(pattern, fixed=fixed, word=word, ignore_case=ignore_case)
-    if words is not None:
-        query = trigrams.spread(query, pattern, TRIGRAMS_BESIDE_WORDS)
-    return query, words
-
-
-PENDING_PATHS: Final = 1000
-"""Pending changes looked up one by one, at most; past it (a checkout in progress)
-grep reads every file."""
-FEW_FILES: Final = 256
-"""A phrase that admits at most this many files is not narrowed by the trigrams."""
-
-
-def candidates(
-    conn: sqlite.Connection,
-    query: trigrams.Query,
-    path_filter: str | None,
-    pending: Sequence[str],
-    new: Sequence[tuple[str, str]],
-    words: phrases.Words | None = None,
-) -> Candidates:
-    """The indexed files that may hold a match (in the reader thread): those the
-    trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
-    changed file, directory or root whose text may differ from the index), and ``new``
-    files (path, relpath) not indexed yet; all within ``path_filter``. When every
-    indexed file is one, also those a walk's counts may leave out (``uncounted``)."""
-    cond, path_params = path_condition(path_filter)
-    narrowed = len(pending) <= PENDING_PATHS
-    match = trigrams.match_expression(query) if narrowed else None
-    words = words if narrowed else None
-    indexed = f"f.skip_reason IS NULL AND {cond}"
-    uncounted: list[str] | None = None
-    under = (
-        "SELECT f.path, f.size FROM files f"
-        f" WHERE (f.path = ? OR (f.path > ? AND f.path < ?)) AND {indexed}"
-    )
-    Deadline(conn, QUERY_DEADLINE_SECONDS)
-    try:
-        if words is not None:
-            rows = _by_words(conn, words, match, indexed, path_params)
-        elif match is None:
-            sql = f"SELECT f.path, f.size FROM files f WHERE {indexed}"
-            rows = conn.execute(sql, path_params).fetchall()
-            if narrowed:
-                uncounted = [p for (p,) in conn.execute(_UNCOUNTED + indexed, path_params)]
-                for p in pending:
-                    uncounted += [
-                        r[0] for r in conn.execute(under, [p, p + "/", p + "0", *path_params])
-                    ]
-        else:
-            # Driven from the trigram table: a selective pattern admits a few rowids.
-            sql = (
-                f"SELECT f.path, f.size FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
-                f" WHERE {GRAMS} MATCH ? AND {indexed}"
-            )
-            rows = conn.execute(sql, [match, *path_params]).fetchall()
-        if match is not None or words is not None:
-            for p in pending:
-                rows += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
-        fresh = conn.execute(
-            "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
-            f" FROM json_each(?)) f WHERE {cond}",
-            [as_json(new), *path_params],
-        ).fetchall()
-        rows += fresh
-    except sqlite.OperationalError as exc:
-        if is_damage(exc) or "interrupted" not in str(exc):
-            raise
-        raise TooSlow("finding the candidate files took too long; narrow the path") from None
-    finally:
-        conn.set_progress_handler(None, 0)
-    if uncounted is not None:
-        uncounted = sorted({*uncounted, *(p for p, _ in fresh)}, key=order)
-    return Candidates.of(
-        dict(rows), scanned_all=match is None and words is None, uncounted=uncounted
-    )
-
-
-_UNCOUNTED: Final = (
-    f"SELECT f.path FROM files f WHERE (f.mtime_ns = {RETRY_MTIME_NS} OR f.id IN"
-    f" (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH '{NUL_MARK}')) AND "
-)
-"""Indexed files whose text holds a NUL, or that wait to be read again (after an
-upgrade, files not marked yet: ``schema``, v9)."""
-
-
-def _by_words(
-    conn: sqlite.Connection,
-    words: phrases.Words,
-    match: str | None,
-    indexed: str,
-    params: list[object],
-) -> list[tuple[str, int]]:
-    """The indexed files holding the phrases of ``words``, narrowed by the trigrams
-    ``match`` unless the phrases alone admit FEW_FILES or fewer (then the trigram query
-    costs more than ripgrep takes to read the few files it would rule out:
-    ``bench/README.md``, session 17), plus the files ``words.unless`` admits that
-    ``match`` does too."""
-    admitted = _rowids(conn, STEMMED, words.phrases)
-    if match is not None and len(admitted) > FEW_FILES:
-        admitted &= _rowids(conn, GRAMS, match)
-    if words.unless is not None:
-        unless = words.unless if match is None else f"({words.unless}) AND ({match})"
-        admitted |= _rowids(conn, GRAMS, unless)
-    sql = (
-        "SELECT f.path, f.size FROM files f"
-        f" WHERE f.id IN (SELECT value FROM json_each(?)) AND {indexed}"
-    )
-    return conn.execute(sql, [as_json(sorted(admitted)), *params]).fetchall()
-
-
-def _rowids(conn: sqlite.Connection, table: str, match: str) -> set[int]:
-    return {r for (r,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", [match])}
-
-
-def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:
-    """Paths with changes not indexed yet, and of them the files that exist and the
-    rules admit (path, relpath), at most PENDING_PATHS checked: grep reads them whatever
-    the index says (past the bound, ``candidates`` reads every file anyway)."""
-    found = changes.pending() if changes else []
-    new: list[tuple[str, str]] = []
-    for root, path in found[:PENDING_PATHS]:
-        ruled_out = path == root or not os.path.isfile(path)
-        if not ruled_out and rules.explain(root, path) is None:
-            new.append((path, path[len(root) + 1 :]))
-    return [p for _, p in found], new
 
 
 def _chunks(paths: list[str], first: int) -> Iterator[list[str]]:

@@ -37,14 +37,13 @@ from typing import Final
 from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.searching import ripgrep
+from kbindex.daemon.searching.candidates import Candidates, order
 from kbindex.daemon.searching.grep import (
     DEADLINE_SECONDS,
     BadPattern,
-    Candidates,
     Grepper,
     Outcome,
     check_pattern,
-    order,
 )
 from kbindex.daemon.searching.searcher import path_filter
 

@@ -12,7 +12,7 @@ from typing import Final
 
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
-from kbindex.daemon.searching import grep, ripgrep
+from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.searching.query import BadQuery
 from kbindex.daemon.serving.control import BadRoot
 from kbindex.daemon.serving.notes import NoteError
@@ -50,7 +50,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
     IndexUnavailable: ErrorCode.UNAVAILABLE,
     grep.BadPattern: ErrorCode.BAD_PATTERN,
-    grep.TooSlow: ErrorCode.BAD_QUERY,
+    candidates.TooSlow: ErrorCode.BAD_QUERY,
     ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
 }
 

@@ -24,7 +24,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
-from kbindex.daemon.searching import grep, ripgrep, sweep
+from kbindex.daemon.searching import candidates, grep, ripgrep, sweep
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
@@ -314,11 +314,11 @@ class Service:
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
-        query, words = grep.required(
+        query, words = candidates.required(
             request.pattern, fixed=request.fixed, ignore_case=request.ignore_case, word=request.word
         )
         changes, rules = self.changes, self.indexer.rules
-        pending, new = await anyio.to_thread.run_sync(grep.pending, changes, rules)
+        pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
         found = await self._read(
             self.index.grep_candidates, query, request.path, pending, new, words
         )

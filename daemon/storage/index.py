@@ -24,7 +24,7 @@ from kbindex.daemon.indexing.textfile import Loaded, Skipped
 
 if TYPE_CHECKING:
     from kbindex.daemon.searching import phrases, trigrams
-    from kbindex.daemon.searching.grep import Candidates
+    from kbindex.daemon.searching.candidates import Candidates
     from kbindex.daemon.searching.query import Compiled
 
 Failure = Literal["damaged", "unwritable", "unavailable"]
@@ -247,7 +247,7 @@ class Index(Protocol):
         new: Sequence[tuple[str, str]],
         words: phrases.Words | None,
     ) -> Candidates:
-        """The files that may hold a match of a grep (see ``grep.candidates``)."""
+        """The files that may hold a match of a grep (see ``candidates.find``)."""
         ...
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.indexing.textfile import current_text
-from kbindex.daemon.searching import grep, searcher
+from kbindex.daemon.searching import candidates, searcher
 from kbindex.daemon.storage.database import disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.index import (
@@ -91,9 +91,9 @@ class SqliteIndex(Store):
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: phrases.Words | None,
-    ) -> grep.Candidates:
+    ) -> candidates.Candidates:
         with self.reader() as conn:
-            return grep.candidates(conn, query, path_filter, pending, new, words)
+            return candidates.find(conn, query, path_filter, pending, new, words)
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:
         if not ids:
