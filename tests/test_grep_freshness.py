@@ -97,6 +97,9 @@ async def test_a_change_still_queued_is_already_visible_to_grep(daemon: Daemon) 
         return await _grep_files(daemon, "version9|made9") == ["created.md", "edited.md"]
 
     await wait_for(grep_sees_both)
+    # A pattern with no trigram reads every file (on SQLite ripgrep walks the root, and
+    # reads the files with a pending change by name): the same two.
+    assert await _grep_files(daemon, "9") == ["created.md", "edited.md"]
     assert await _search_files(daemon, "version9") == []
     assert await _search_files(daemon, "made9") == []
     assert await _grep_files(daemon, "version4") == []  # the indexed text is gone too
@@ -109,4 +112,5 @@ async def test_a_change_still_queued_is_already_visible_to_grep(daemon: Daemon) 
         return await _grep_files(daemon, "version9|made9") == []
 
     await wait_for(grep_sees_none)
+    assert await _grep_files(daemon, "9") == []
     assert await _search_files(daemon, "version4") == ["edited.md"]
