@@ -13,6 +13,8 @@ import msgspec
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
+from kbindex.daemon.searching import candidates, ripgrep
+from kbindex.daemon.searching import grep as grepping
 from kbindex.daemon.searching.grep import DEADLINE_SECONDS
 from kbindex.proto import framing
 from kbindex.proto.client import DaemonError
@@ -173,3 +175,54 @@ async def test_a_file_ripgrep_finds_binary_gives_no_lines_and_spoils_no_other(
         (str(daemon.root / "b.txt"), 2, "and a second needle"),
     ]
     assert (reply.total, reply.files) == (2, 1)
+
+
+FILLER = b"".join(b"filler line %d\n" % i for i in range(6000))
+"""Past ripgrep's first 64 KiB: a NUL after it is found once the file has matched."""
+
+
+async def test_a_nul_past_64_kib_counts_and_lists_only_the_lines_before_it(
+    daemon: Daemon,
+) -> None:
+    """``rg -uu`` stops at the NUL: the lines before it are the file's answer, for the
+    lines, the totals and ``-l``; named, ``--count`` and ``-l`` would search past it.
+    For a pattern with trigrams and one without (a walk)."""
+    daemon.extra_args = ["--include-ext", "*"]
+    daemon.stop()
+    write(daemon.root / "a.txt", "needle one\n")
+    write(daemon.root / "b nul.txt", b"needle before\n" + FILLER + b"x\0y\nneedle after\n")
+    write(daemon.root / "c nul.txt", b"nothing yet\n" + FILLER + b"x\0y\nneedle hidden\n")
+    await daemon.start()
+    for pattern in ("needle", "ne+d"):
+        reply = await grep(daemon, Case(pattern))
+        assert [(Path(ln.path).name, ln.line) for ln in reply.lines] == [
+            ("a.txt", 1),
+            ("b nul.txt", 1),
+        ]
+        assert (reply.total, reply.files) == (2, 2)
+        listed = await grep(daemon, Case(pattern, files_only=True))
+        assert [Path(ln.path).name for ln in listed.lines] == ["a.txt", "b nul.txt"]
+        assert listed.total == 2
+
+
+async def test_past_the_limit_a_file_with_a_nul_is_counted_by_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``limit`` later runs only count, unless a file with a NUL is among theirs.
+    Runs of one file (the chunk sizes lowered: a run holds thousands of files), over
+    real files with the real ripgrep; the third run starts once a line is kept."""
+    files = {
+        "a.txt": b"needle\n",
+        "b.txt": b"needle\nneedle\n",
+        "c nul.txt": b"needle before\n" + FILLER + b"x\0y\nneedle after\nneedle again\n",
+    }
+    for name, data in files.items():
+        write(tmp_path / name, data)
+    monkeypatch.setattr(grepping, "CHUNK_FILES", (1, 1))
+    paths = {str(tmp_path / name): len(data) for name, data in files.items()}
+    found = candidates.Candidates.of(
+        paths, scanned_all=True, uncounted=[str(tmp_path / "c nul.txt")]
+    )
+    outcome = await grepping.Grepper().run(ripgrep.Flags("needle"), found, 1)
+    assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [("a.txt", 1)]
+    assert (outcome.total, outcome.files, outcome.truncated) == (4, 3, True)

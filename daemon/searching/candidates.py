@@ -40,8 +40,12 @@ class Candidates:
     size: int = 0
     """Their bytes, as last indexed (new files count nothing)."""
     uncounted: list[str] | None = None
-    """Of ``scanned_all`` candidates, those a walk's counts may leave out (``sweep``):
-    a NUL in the text, a change not indexed yet, a new file. None: not known."""
+    """Files whose ``--count`` or ``-l`` may tell otherwise than their lines: a NUL in
+    the text (``rg -uu`` stops there, ``--count`` and ``-l`` given the name do not, and
+    a walk's ``--count`` prints nothing once the file matched), a change not indexed
+    yet, a new file; for a grep of every file, also those waiting to be read again (after
+    the upgrade to v9, not marked yet). Read as lines (``Grepper``), or by name beside a
+    walk (``sweep``). None: not known."""
 
     @classmethod
     def of(
@@ -129,8 +133,14 @@ def find(
             )
             rows = conn.execute(sql, [match, *path_params]).fetchall()
         if match is not None or words is not None:
+            changed = []
             for p in pending:
-                rows += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
+                changed += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
+            rows += changed
+            marked = f"SELECT f.path FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
+            found = conn.execute(f"{marked} WHERE {_MARKED} AND {indexed}", path_params)
+            uncounted = [p for (p,) in found]
+            uncounted += [p for p, _ in changed]
         fresh = conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
             f" FROM json_each(?)) f WHERE {cond}",
@@ -150,9 +160,10 @@ def find(
     )
 
 
+_MARKED: Final = f"{GRAMS} MATCH '{NUL_MARK}'"
 _UNCOUNTED: Final = (
     f"SELECT f.path FROM files f WHERE (f.mtime_ns = {RETRY_MTIME_NS} OR f.id IN"
-    f" (SELECT rowid FROM {GRAMS} WHERE {GRAMS} MATCH '{NUL_MARK}')) AND "
+    f" (SELECT rowid FROM {GRAMS} WHERE {_MARKED})) AND "
 )
 """Indexed files whose text holds a NUL, or that wait to be read again (after an
 upgrade, files not marked yet: ``schema``, v9)."""

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -123,9 +124,10 @@ class Grepper:
         # start, and there is no early answer to gain from a small chunk first.
         one = not found.scanned_all and found.size <= ONE_RUN_BYTES
         chunks = _chunks(found.paths, first=len(found.paths) if one else CHUNK_FILES[0])
+        unsure = frozenset(found.uncounted or ())
         ahead: asyncio.Task[_Run] | None = None
         try:
-            ahead = self._start(rg, flags, next(chunks), counts=False)
+            ahead = self._start(rg, flags, next(chunks), counts=False, unsure=unsure)
             while ahead is not None:
                 following = next(chunks, None)
                 current = ahead
@@ -133,7 +135,13 @@ class Grepper:
                 ahead = (
                     None
                     if following is None
-                    else self._start(rg, flags, following, counts=kept >= limit and flags.countable)
+                    else self._start(
+                        rg,
+                        flags,
+                        following,
+                        counts=kept >= limit and flags.countable,
+                        unsure=unsure,
+                    )
                 )
                 timeout = give_up - loop.time()
                 run = await asyncio.wait_for(current, timeout=max(timeout, 0.001))
@@ -153,13 +161,32 @@ class Grepper:
         return outcome
 
     def _start(
-        self, rg: str, flags: ripgrep.Flags, paths: list[str], *, counts: bool
+        self,
+        rg: str,
+        flags: ripgrep.Flags,
+        paths: list[str],
+        *,
+        counts: bool,
+        unsure: frozenset[str] = frozenset(),
     ) -> asyncio.Task[_Run]:
         names = [os.fsencode(real_path(p)) for p in paths]
+        if not unsure.isdisjoint(paths):
+            # Named, a file with a NUL is searched whole by --count and -l, where rg -uu
+            # stops at the NUL: such a run reads lines (``Candidates.uncounted``).
+            counts = False
+            if flags.files_only:
+                return asyncio.ensure_future(self._files_by_lines(rg, flags, names))
         if flags.word_literal and not counts and not flags.files_only:
             return asyncio.ensure_future(self._word_lines(rg, flags, names))
         argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
         return asyncio.ensure_future(self.spawn(argv, counts))
+
+    async def _files_by_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
+        """``-l`` told by the lines ripgrep prints: the files with a match line."""
+        lines = dataclasses.replace(flags, files_only=False, before=0, after=0)
+        run = await self.spawn([*lines.argv(rg), *names], counts=False)
+        files = {r.path: ripgrep.Record(r.path) for r in ripgrep.parse(run.out) if r.column}
+        return _Run(b"", run.err, run.code, run.cut, False, list(files.values()))
 
     async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
         """The lines of a ``word_literal`` pattern: found between ``\\b``, and the files

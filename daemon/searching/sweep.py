@@ -119,7 +119,7 @@ async def run(
         *counting.argv(grepper.rg, count=True, walk_skipping=_SKIPPED),
         *walk,
     ]
-    named = Candidates(uncounted, scanned_all=False)
+    named = Candidates(uncounted, scanned_all=False, uncounted=uncounted)
     tally = _Tally(set(found.paths).difference(uncounted))
     walking = asyncio.ensure_future(grepper.spawn(argv, counts=True, until=give_up, take=tally))
     try:
@@ -154,7 +154,8 @@ async def run(
     if first:
         left = max(give_up - loop.time(), 0.001)
         paths = sorted(first, key=order)
-        read = await grepper.run(flags, Candidates(paths, scanned_all=False), limit, left)
+        again = Candidates(paths, scanned_all=False, uncounted=uncounted)
+        read = await grepper.run(flags, again, limit, left)
         outcome.lines = read.lines
         outcome.complete = outcome.complete and read.complete
     outcome.truncated = outcome.total > sum(1 for ln in outcome.lines if ln.match)
