@@ -119,12 +119,6 @@ def find(
         elif match is None:
             sql = f"SELECT f.path, f.size FROM files f WHERE {indexed}"
             rows = conn.execute(sql, path_params).fetchall()
-            if narrowed:
-                uncounted = [p for (p,) in conn.execute(_UNCOUNTED + indexed, path_params)]
-                for p in pending:
-                    uncounted += [
-                        r[0] for r in conn.execute(under, [p, p + "/", p + "0", *path_params])
-                    ]
         else:
             # Driven from the trigram table: a selective pattern admits a few rowids.
             sql = (
@@ -132,14 +126,18 @@ def find(
                 f" WHERE {GRAMS} MATCH ? AND {indexed}"
             )
             rows = conn.execute(sql, [match, *path_params]).fetchall()
-        if match is not None or words is not None:
-            changed = []
-            for p in pending:
-                changed += conn.execute(under, [p, p + "/", p + "0", *path_params]).fetchall()
+        if narrowed:
+            # Files under a pending path are candidates whatever the index says (when
+            # nothing narrows, they are among the rows already), and uncounted.
+            changed = [
+                row
+                for p in pending
+                for row in conn.execute(under, [p, p + "/", p + "0", *path_params])
+            ]
             rows += changed
-            marked = f"SELECT f.path FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
-            found = conn.execute(f"{marked} WHERE {_MARKED} AND {indexed}", path_params)
-            uncounted = [p for (p,) in found]
+            uncounted = [p for (p,) in conn.execute(_MARKED + indexed, path_params)]
+            if match is None and words is None:
+                uncounted += [p for (p,) in conn.execute(_WAITING + indexed, path_params)]
             uncounted += [p for p, _ in changed]
         fresh = conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
@@ -160,13 +158,14 @@ def find(
     )
 
 
-_MARKED: Final = f"{GRAMS} MATCH '{NUL_MARK}'"
-_UNCOUNTED: Final = (
-    f"SELECT f.path FROM files f WHERE (f.mtime_ns = {RETRY_MTIME_NS} OR f.id IN"
-    f" (SELECT rowid FROM {GRAMS} WHERE {_MARKED})) AND "
+_MARKED: Final = (
+    f"SELECT f.path FROM {GRAMS} g CROSS JOIN files f ON f.id = g.rowid"
+    f" WHERE {GRAMS} MATCH '{NUL_MARK}' AND "
 )
-"""Indexed files whose text holds a NUL, or that wait to be read again (after an
-upgrade, files not marked yet: ``schema``, v9)."""
+"""Indexed files whose text holds a NUL (a lookup of one token, driven from it)."""
+_WAITING: Final = f"SELECT f.path FROM files f WHERE f.mtime_ns = {RETRY_MTIME_NS} AND "
+"""Indexed files waiting to be read again (after the upgrade to v9, not marked yet:
+``schema``); a scan of the files table, so asked only when every file is read."""
 
 
 def _by_words(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from subprocess import DEVNULL, PIPE
 from typing import Final
 
-from kbindex.daemon.indexing.textfile import display_path, real_path
+from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.searching import ripgrep
 from kbindex.daemon.searching.candidates import Candidates
 from kbindex.proto.messages import GREP_LINE_CHARS
@@ -278,7 +278,7 @@ class Grepper:
         records.sort(key=lambda r: (_parts(r.path), r.line))
         seen: bytes | None = None
         for record in records:
-            path = display_path(os.fsdecode(record.path))
+            path = ripgrep.shown(record.path)
             if flags.files_only:
                 outcome.total += 1
                 outcome.files += 1

@@ -213,14 +213,10 @@ def _utf8(text: bytes) -> bool:
 
 
 def counted(out: bytes) -> tuple[int, int]:
-    """(matching lines, files) of ``--count`` output, without a record per file."""
-    lines = files = 0
-    for row in out.split(b"\n"):
-        _, nul, count = row.rpartition(b"\0")
-        if nul and count.isdigit():  # a "binary file matches" notice has no NUL
-            lines += int(count)
-            files += 1
-    return lines, files
+    """(matching lines, files) of ``--count`` output, without a record per file (a
+    "binary file matches" notice has no NUL: it only lengthens the next row's path)."""
+    rows = _COUNT_ROW.findall(out)
+    return sum(int(n) for _, n in rows), len(rows)
 
 
 def counts(out: bytes) -> tuple[list[tuple[str, int]], int]:
@@ -229,10 +225,11 @@ def counts(out: bytes) -> tuple[list[tuple[str, int]], int]:
     and the bytes those rows take: a row cut off at the end waits for the rest."""
     rows = _COUNT_ROW.findall(out)
     used = sum(len(path) + len(n) + 2 for path, n in rows)
-    return [(_shown(path), int(n)) for path, n in rows], used
+    return [(shown(path), int(n)) for path, n in rows], used
 
 
-def _shown(path: bytes) -> str:
+def shown(path: bytes) -> str:
+    """A path as ripgrep printed it, as the index shows it (``textfile.display_path``)."""
     return path.decode() if path.isascii() else display_path(os.fsdecode(path))
 
 
