@@ -123,7 +123,7 @@ async def run(
     tally = _Tally(set(found.paths).difference(uncounted))
     walking = asyncio.ensure_future(grepper.spawn(argv, counts=True, until=give_up, take=tally))
     try:
-        extra = await grepper.run(flags, named, 0, deadline)  # also refuses a bad pattern
+        extra = await grepper.run(flags, named, 0, deadline) if uncounted else Outcome()
         counted = await walking
     finally:
         walking.cancel()  # stops ripgrep when the other failed
