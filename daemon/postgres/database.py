@@ -115,9 +115,14 @@ class PgIndex:
         self._writer.close()  # its advisory locks go with it
 
     def rebuild(self, reason: str) -> Path | None:
-        """Forget this machine's rows (the next scan writes them again)."""
-        with self._conn().transaction():
-            self._conn().execute("DELETE FROM kb_files WHERE machine = %s", (self.machine,))
+        """Forget the rows of the roots this daemon writes (the next scan writes them
+        again); other daemons' rows stay, whatever their machine name."""
+        conn = self._conn()
+        with conn.transaction():
+            for root in sorted(self._claimed):
+                conn.execute(
+                    "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
+                )
         self._writes += 1
         self.recovered = reason
         return None
@@ -166,15 +171,16 @@ class PgIndex:
         )
         params = {"cap": max_file_bytes, "too_large": SkipReason.TOO_LARGE, "machine": self.machine}
         conn = self._conn()
+        # "Every file this daemon indexed" is every file under the roots it writes, not
+        # every row of its machine name: another daemon may share the name (a second
+        # daemon on the host, a --no-roots reader), and a row this scan does not find
+        # is deleted. Rows of a root no daemon writes any more stay until removed.
         rows = []
-        if prefixes is None:
-            rows = conn.execute(sql, params).fetchall()
-        else:
-            for prefix in prefixes:
-                rows += conn.execute(
-                    f"{sql} AND (path = %(p)s OR starts_with(path, %(under)s))",
-                    {**params, "p": prefix, "under": prefix + "/"},
-                ).fetchall()
+        for prefix in sorted(self._claimed) if prefixes is None else prefixes:
+            rows += conn.execute(
+                f"{sql} AND (path = %(p)s OR starts_with(path, %(under)s))",
+                {**params, "p": prefix, "under": prefix + "/"},
+            ).fetchall()
         # Inode and device numbers are stored signed (bigint), the scan's are not.
         return {
             (path, size, mtime, ctime, ino % _U64, dev % _U64)
