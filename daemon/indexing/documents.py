@@ -12,8 +12,8 @@ Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its ro
 A batch of documents goes to SQLite as one JSON array in one statement (``json_each``),
 not one statement per document: the writer thread works while the indexer's reader
 thread holds the GIL for long stretches, and every statement must take it back
-(``bench/README.md`` has the figures). Why JSON: one C encode (msgspec) and one parse
-inside SQLite, with the GIL released for the whole batch.
+(``bench/README.md``, "Indexing: memory and speed", has the figures). Why JSON: one C
+encode (msgspec) and one parse inside SQLite, with the GIL released for the whole batch.
 """
 
 from __future__ import annotations

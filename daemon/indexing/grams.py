@@ -9,8 +9,8 @@ trigrams, each written as six hex digits (``abc`` is ``616263``), so FTS5's plai
 
 Why not FTS5's own ``trigram`` tokenizer: it hands every character's trigram to the
 index, duplicates included; finding the distinct ones first with numpy makes the whole
-write path faster (``bench/README.md``, "grep"). Bytes rather than characters make
-every trigram one 24-bit number.
+write path faster (``bench/README.md``, "grep: a literal's phrases and trigrams"). Bytes
+rather than characters make every trigram one 24-bit number.
 """
 
 from __future__ import annotations

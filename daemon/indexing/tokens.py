@@ -102,7 +102,7 @@ def identifier_words(word: str) -> str:
     every new identifier of a tree. One pass of ``_PART`` over the whole word finds
     what it finds in each chunk: it matches no separator, and its lookarounds see one
     as the end of a chunk (the same output for every distinct identifier of a kernel
-    tree, ``bench/README.md``)."""
+    tree, ``bench/README.md``, "Indexing: memory and speed")."""
     parts = _PART.findall(word)
     if len(parts) < 2 or word.upper() == word.lower():
         return ""  # not compound, or a number such as a date: 2024-01-31

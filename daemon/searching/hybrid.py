@@ -9,7 +9,8 @@ index spans (the lowest passage to the nearest). A file is ranked by ALPHA of th
 second plus 1 - ALPHA of the first; a file missing from the word list gets 0 there,
 and a file without passages is ranked by its words alone.
 Why this and not reciprocal rank fusion: it keeps how far apart the scores are, not
-only their order, and it measured better on SciFact (``bench/README.md``).
+only their order, and it measured better on SciFact (``bench/README.md``, "Ranking details
+measured on SciFact").
 
 A hit found by words shows its best word passage; a hit found by meaning alone shows
 the passage that matched, and its ``line`` is that passage's.

@@ -52,7 +52,7 @@ def find() -> str:
     and their agents run), else the one beside this Python (the ``kbindex[grep]``
     extra installs it there). Why PATH first: the extra's static build starts faster
     but reads thousands of files slower than a distribution's (``bench/README.md``,
-    session 17)."""
+    "ripgrep 15 against Debian's 13")."""
     configured = os.environ.get(RIPGREP_ENV)
     if configured:
         if not os.access(configured, os.X_OK):

@@ -132,7 +132,8 @@ class Encoder:
                 options.log_severity_level = 3
                 # Basic graph optimizations make a query 3-4x faster (5 ms) for 50 MB
                 # more; the extended ones add memory and no speed here, and the memory
-                # pattern planner doubled the peak (bench/README.md).
+                # pattern planner doubled the peak (bench/README.md, "Search by meaning:
+                # runtime and vectors").
                 options.graph_optimization_level = (
                     onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
                 )

@@ -2,7 +2,8 @@
 
 Why exact and in memory: at the sizes embedded here (tens to hundreds of thousands of
 passages; a million takes days to embed on 2 cores) a product over every row costs
-milliseconds and needs no index to build or tune (``bench/README.md`` has the figures).
+milliseconds and needs no index to build or tune (``bench/README.md``, "Search by meaning:
+runtime and vectors", has the figures).
 
 Rows are kept as int8 with a scale each (388 bytes a passage, a quarter of float32):
 converting int8 blocks to float32 is several times faster than float16's conversion,

@@ -152,10 +152,11 @@ class Store:
 
         FTS5 keeps a deleted or rewritten document's entries, plus a delete marker,
         until the segments holding them merge: under steady edits the file grows and
-        searches slow (``bench/README.md``). New documents count too: a first full index
-        leaves segments automerge has not folded yet. Merging costs time in proportion
-        to the index, so it runs once the writes reach a quarter of the index (at least
-        OPTIMIZE_MIN_WRITTEN): a bounded overhead for a bounded amortized cost.
+        searches slow (``bench/README.md``, "Merges under steady edits"). New documents
+        count too: a first full index leaves segments automerge has not folded yet.
+        Merging costs time in proportion to the index, so it runs once the writes reach a
+        quarter of the index (at least OPTIMIZE_MIN_WRITTEN): a bounded overhead for a
+        bounded amortized cost.
         """
         if not self.merge_possible:
             return False
