@@ -1,0 +1,80 @@
+"""Schema 3 builds a long document's segments in one pass over its words: the same
+segments, byte for byte, as schema 2's function (which sliced the word array once per
+segment, quadratic in the document's length), and upgrading a version 2 database reads
+nothing again."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kbindex.daemon.postgres import schema
+
+psycopg = pytest.importorskip("psycopg")
+
+pytestmark = pytest.mark.slow
+
+SEGMENTS = "SELECT seq, core::text, words::text FROM kb_segments('kb_words', %s) ORDER BY seq"
+
+
+def _texts() -> list[str]:
+    """Texts around every edge: empty, blanks, one word, a head's, a segment's and an
+    overlap's lengths and one either side, long documents; runs of mixed white space."""
+    rng = random.Random(7)
+    vocab = [
+        "".join(rng.choice("abcdefghij") for _ in range(rng.randint(1, 7))) for _ in range(300)
+    ]
+    words, overlap = schema.SEGMENT_WORDS, schema.OVERLAP_WORDS
+    lengths = {1, overlap, words, words + overlap, 2 * words, 5 * words + overlap}
+    lengths |= {n + d for n in list(lengths) for d in (-1, 1)} | {5000}
+    texts = ["", "   ", "one", " lead  and\ttrail \n", "Ünïcode café 東京 1.2.3 a b"]
+    texts += [" ".join(rng.choice(vocab) for _ in range(n)) for n in sorted(lengths)]
+    for _ in range(20):
+        n = rng.randint(0, 3000)
+        texts.append(
+            "".join(rng.choice(vocab) + rng.choice([" ", "\n", "\t ", "  "]) for _ in range(n))
+        )
+    return texts
+
+
+@pytest.fixture
+def version_2(pg_server: Any) -> Iterator[Any]:
+    """A database at schema version 2, as kbindexd 2 left it."""
+    name = pg_server.create_database()
+    with psycopg.connect(pg_server.dsn(name), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION unaccent")
+        conn.execute(schema.MIGRATIONS[1])
+        conn.execute(schema.MIGRATIONS[2])
+        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
+        conn.execute("INSERT INTO kb_meta VALUES ('schema', '2')")
+        yield conn
+    pg_server.drop_database(name)
+
+
+def test_segments_are_the_same_as_version_2s(version_2: Any, pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as current:
+        schema.migrate(current)
+        for text in _texts():
+            old = version_2.execute(SEGMENTS, (text,)).fetchall()
+            assert current.execute(SEGMENTS, (text,)).fetchall() == old, len(text.split())
+
+
+def test_upgrading_a_version_2_database_reads_nothing_again(version_2: Any) -> None:
+    long = " ".join(f"word{n % 400}" for n in range(1000))  # over 255 positions of a word
+    version_2.execute(
+        "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns, indexed_at,"
+        " ctime_ns, ino, dev) VALUES (1, 'm', '/r/a.txt', '/r', 'a.txt', 1, 7, 0, 0, 0, 0)"
+    )
+    version_2.execute(
+        "INSERT INTO kb_docs VALUES (1, '', %s, 1000, to_tsvector('kb_words', %s), '', '', true)",
+        (long, long),
+    )
+    before = version_2.execute(SEGMENTS, (long,)).fetchall()
+    schema.migrate(version_2)
+    assert version_2.execute("SELECT mtime_ns FROM kb_files").fetchall() == [(7,)]
+    assert version_2.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone() == ("3",)
+    assert version_2.execute(SEGMENTS, (long,)).fetchall() == before
+    body = version_2.execute("SELECT prosrc FROM pg_proc WHERE proname = 'kb_segments'").fetchone()
+    assert "ORDINALITY" in body[0]  # the one-pass function replaced version 2's
