@@ -8,7 +8,12 @@ was reached, index bytes, load averages before and after. Builds alternate (A, B
 B, ...) because other work on the machine moves wall times between runs; memory is not
 load-sensitive. Each state directory is deleted after its run.
 
+With ``--backend postgres`` each run indexes into a fresh database (a throwaway cluster,
+or ``--dsn``'s database emptied: ``pgcluster``), and the figures add the server's CPU
+seconds (throwaway cluster only) and the tables' size in place of the index file's.
+
     .venv/bin/python bench/index_ab.py TREE --old /tmp/km-base/.venv/bin/kbindexd [--pairs 2]
+    .venv/bin/python bench/index_ab.py TREE --old OLD/kbindexd --backend postgres [--dsn URL]
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ import shutil
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
 import common
+import pgcluster
 from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.client import Client
@@ -53,9 +60,15 @@ def free_bytes(db: Path) -> int:
     return int(pages) * int(size)
 
 
-def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[str, Any]:
+def one_run(
+    tree: Path, work: Path, exe: Path, name: str, every: float, dbs: pgcluster.Databases | None
+) -> dict[str, Any]:
     load_before = load()
-    d = common.start_daemon(tree, work, *OPTIONS, exe=exe, name=name)
+    dsn = dbs.fresh() if dbs is not None else ""
+    backend = ("--backend", "postgres", "--dsn", dsn, "--machine", "bench") if dsn else ()
+    postmaster = dbs.postmaster_pid() if dbs is not None else None
+    server_cpu = pgcluster.server_cpu_seconds(postmaster) if postmaster else 0.0
+    d = common.start_daemon(tree, work, *OPTIONS, *backend, exe=exe, name=name)
     samples: list[tuple[float, float]] = []
     done = threading.Event()
 
@@ -84,8 +97,17 @@ def one_run(tree: Path, work: Path, exe: Path, name: str, every: float) -> dict[
             "rss_end_mb": round(common.rss_mb(d.proc.pid)),
             "peak_sampled_at_s": round(peak_at[0], 1),
             "indexed_files": indexed,
-            "index_bytes": sum(disk_bytes(d.state / "index.sqlite3")),
-            "free_bytes": free_bytes(d.state / "index.sqlite3"),
+            "index_bytes": (
+                round(pgcluster.relation_mb(dsn) * 1e6)
+                if dsn
+                else sum(disk_bytes(d.state / "index.sqlite3"))
+            ),
+            "free_bytes": 0 if dsn else free_bytes(d.state / "index.sqlite3"),
+            "server_cpu_s": (
+                round(pgcluster.server_cpu_seconds(postmaster) - server_cpu, 1)
+                if postmaster
+                else None
+            ),
             "load_before_after": [load_before, load()],
             "rss_timeline": [(round(t, 1), round(r)) for t, r in samples[::step]],
         }
@@ -105,23 +127,31 @@ def main() -> int:
     p.add_argument("--sample", type=float, default=0.25, help="seconds between RSS samples")
     p.add_argument("--work", type=Path, help="scratch folder (default: a new one in /tmp)")
     p.add_argument("--json", type=Path, help="results file")
+    p.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    p.add_argument("--dsn", help="with --backend postgres: a database the benchmark may empty")
     args = p.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kb-index-ab-"))
     (work / "config").mkdir(parents=True, exist_ok=True)
     order = [("old", args.old), ("new", args.new)] if args.old else [("new", args.new)]
     runs = []
-    for _ in range(args.pairs):
-        for name, exe in order:
-            r = one_run(args.tree, work, exe, name, args.sample)
-            runs.append(r)
-            print(
-                f"{name}: wall {r['wall_s']} s, CPU {r['cpu_s']} s, peak RSS {r['peak_rss_mb']} MB"
-                f" (at {r['peak_sampled_at_s']} s), RSS at end {r['rss_end_mb']} MB,"
-                f" {r['indexed_files']} files, index {r['index_bytes'] / 1e6:.0f} MB"
-                f" ({r['free_bytes'] / 1e6:.0f} MB free pages),"
-                f" load {r['load_before_after']}",
-                flush=True,
-            )
+    with ExitStack() as stack:
+        dbs = None
+        if args.backend == "postgres":
+            dbs = stack.enter_context(pgcluster.databases(args.dsn))
+        for _ in range(args.pairs):
+            for name, exe in order:
+                r = one_run(args.tree, work, exe, name, args.sample, dbs)
+                runs.append(r)
+                server = f", server CPU {r['server_cpu_s']} s" if r["server_cpu_s"] else ""
+                print(
+                    f"{name}: wall {r['wall_s']} s, CPU {r['cpu_s']} s{server},"
+                    f" peak RSS {r['peak_rss_mb']} MB (at {r['peak_sampled_at_s']} s),"
+                    f" RSS at end {r['rss_end_mb']} MB, {r['indexed_files']} files,"
+                    f" index {r['index_bytes'] / 1e6:.0f} MB"
+                    f" ({r['free_bytes'] / 1e6:.0f} MB free pages),"
+                    f" load {r['load_before_after']}",
+                    flush=True,
+                )
     common.write_results({"tree": str(args.tree), "runs": runs}, args.json, work / "index_ab.json")
     return 0
 
