@@ -11,7 +11,6 @@ import json
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
@@ -19,16 +18,6 @@ from grep_helpers import RG, needs_rg
 from kbindex.ctl import main as kbctl_main
 
 pytestmark = pytest.mark.anyio
-
-
-def kbctl(daemon: Daemon, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(daemon.socket), *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=cwd,
-    )
 
 
 @pytest.mark.parametrize(
@@ -57,7 +46,7 @@ async def test_kbctl_search_takes_exclusions_and_options_before_or_after(
     write(daemon.root / "micro.md", "python flask routes\n")
     write(daemon.root / "flags.md", "the --verbose flag and its limit 1\n")
     await daemon.refresh()
-    r = kbctl(daemon, "search", "python", "-django")
+    r = daemon.kbctl("search", "python", "-django")
     assert r.returncode == 0, r.stderr
     assert "micro.md" in r.stdout and "web.md" not in r.stdout
     for args in (
@@ -65,16 +54,16 @@ async def test_kbctl_search_takes_exclusions_and_options_before_or_after(
         ["search", "--json", "--limit", "1", "python", "-django"],
         ["search", "--json", "python", "--limit=1", "-django"],
     ):
-        r = kbctl(daemon, *args)
+        r = daemon.kbctl(*args)
         assert r.returncode == 0, (args, r.stderr)
         hits = json.loads(r.stdout)["hits"]
         assert [h["relpath"] for h in hits] == ["micro.md"], args
     # After --, every word is a query word: no usage error, a search for them.
-    r = kbctl(daemon, "search", "--json", "--", "--verbose", "--limit", "1")
+    r = daemon.kbctl("search", "--json", "--", "--verbose", "--limit", "1")
     assert r.returncode == 0, r.stderr
     assert [h["relpath"] for h in json.loads(r.stdout)["hits"]] == ["flags.md"]
     # A word starting with -- that is no option is a typo, not a query word.
-    r = kbctl(daemon, "search", "python", "--lmit", "1")
+    r = daemon.kbctl("search", "python", "--lmit", "1")
     assert r.returncode == 2 and "--lmit" in r.stderr
 
 
@@ -84,7 +73,7 @@ async def test_kbctl_grep_e_takes_a_pattern_starting_with_a_dash(daemon: Daemon)
     write(daemon.root / "opts.txt", "use -foo here\nnot this one\n--foo twice\n")
     write(daemon.root / "opts.md", "a -foo line\n")
     await daemon.refresh()
-    r = kbctl(daemon, "grep", "-e", "-foo", cwd=daemon.root)
+    r = daemon.kbctl("grep", "-e", "-foo", cwd=daemon.root)
     assert r.returncode == 0, r.stderr
     assert RG is not None
     rg = subprocess.run(
@@ -99,12 +88,12 @@ async def test_kbctl_grep_e_takes_a_pattern_starting_with_a_dash(daemon: Daemon)
         "opts.txt:1:use -foo here",
         "opts.txt:3:--foo twice",
     ]
-    assert kbctl(daemon, "grep", "--regexp", "-foo", "-F", cwd=daemon.root).stdout == r.stdout
-    twice = kbctl(daemon, "grep", "-e", "-foo", "-e", "bar")
+    assert daemon.kbctl("grep", "--regexp", "-foo", "-F", cwd=daemon.root).stdout == r.stdout
+    twice = daemon.kbctl("grep", "-e", "-foo", "-e", "bar")
     assert twice.returncode == 2 and "-e is taken once" in twice.stderr
-    both = kbctl(daemon, "grep", "-e", "-foo", "line")
+    both = daemon.kbctl("grep", "-e", "-foo", "line")
     assert both.returncode == 2 and "PATTERN given twice" in both.stderr
-    none = kbctl(daemon, "grep", "--json")
+    none = daemon.kbctl("grep", "--json")
     assert none.returncode == 2 and "a PATTERN is needed" in none.stderr
 
 
@@ -116,13 +105,13 @@ async def test_kbctl_version_says_its_own_and_the_running_daemons(
 
     d = make_daemon()
     await d.start()
-    r = kbctl(d, "--version")
+    r = d.kbctl("--version")
     assert r.returncode == 0, r.stderr
     mine, daemons = r.stdout.splitlines()
     assert mine.startswith(f"kbctl {version('kbindex')} (protocol ")
     assert daemons == f"kbindexd {version('kbindex')} on {d.socket}"
     d.stop()
-    r = kbctl(d, "--version")
+    r = d.kbctl("--version")
     assert r.returncode == 0
     assert r.stdout.splitlines()[0] == mine
     assert r.stdout.splitlines()[1].startswith("kbindexd is not running")

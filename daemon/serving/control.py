@@ -74,12 +74,7 @@ class Control:
             raise BadRoot(f"give the root as an absolute path, not {raw!r}")
         async with self._lock:
             root = await anyio.to_thread.run_sync(self._check_new_root, raw)
-            where = self._recorded_in()
-            if where == self.settings.roots_record:
-                persist = partial(root_changes.record_add, where, root)
-            else:
-                persist = partial(config_file.persist_add, where, root, self.roots.paths)
-            done = await anyio.to_thread.run_sync(persist)
+            done, where = await anyio.to_thread.run_sync(partial(self._persist, root, add=True))
             await self._attach(root)
             log.info("root added: %s (%s)", root, done)
         return Changed(f"{done}; indexing it now", where)
@@ -90,12 +85,7 @@ class Control:
             if wanted not in self.roots.paths:
                 listed = ", ".join(str(r) for r in self.roots.paths) or "none"
                 raise BadRoot(f"{wanted} is not a root (roots: {listed})")
-            where = self._recorded_in()
-            if where == self.settings.roots_record:
-                persist = partial(root_changes.record_remove, where, wanted)
-            else:
-                persist = partial(config_file.persist_remove, where, wanted, self.roots.paths)
-            done = await anyio.to_thread.run_sync(persist)
+            done, where = await anyio.to_thread.run_sync(partial(self._persist, wanted, add=False))
             removed = await self._detach(wanted)
             log.info("root removed: %s (%s, %d documents forgotten)", wanted, done, removed)
         return Changed(f"{done}; {removed:,} documents removed", where)
@@ -110,11 +100,16 @@ class Control:
             raise BadRoot(f"{root} lies inside the daemon's state directory")
         return root
 
-    def _recorded_in(self) -> Path:
-        """Where a change of roots is written so that reloads and restarts keep it."""
+    def _persist(self, root: Path, *, add: bool) -> tuple[str, Path]:
+        """Write a root added or removed where the roots came from, so that reloads and
+        restarts keep it; returns what was done and the file."""
         if self.settings.roots_source != "config":
-            return self.settings.roots_record
-        return self.settings.config_path or default_config_path()
+            record = self.settings.roots_record
+            change = root_changes.record_add if add else root_changes.record_remove
+            return change(record, root), record
+        config = self.settings.config_path or default_config_path()
+        edit = config_file.persist_add if add else config_file.persist_remove
+        return edit(config, root, self.roots.paths), config
 
     async def _attach(self, root: Path) -> None:
         self.indexer.rules.configure_root(self.settings.options_for(root))
