@@ -51,7 +51,14 @@ def add_parser(sub: Any) -> None:
             "answered from the index. Exit status: 0 a match, 1 none, 2 an error."
         ),
     )
-    p.add_argument("pattern", metavar="PATTERN", help="a regex, or a literal with -F")
+    p.add_argument("pattern", metavar="PATTERN", nargs="?", help="a regex, or a literal with -F")
+    p.add_argument(
+        "-e",
+        "--regexp",
+        action=_OnePattern,
+        metavar="PATTERN",
+        help="the pattern, given as an option: for one starting with - (once only)",
+    )
     p.add_argument("-F", "--fixed", action="store_true", help="PATTERN is a literal string")
     p.add_argument("-i", "--ignore-case", action="store_true", help="case-insensitive")
     p.add_argument("-w", "--word", action="store_true", help="only whole-word matches")
@@ -82,7 +89,51 @@ def add_parser(sub: Any) -> None:
         help=f"matching lines (or files with -l) to show (1-{MAX_GREP_LIMIT:,}; default 100)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(run=cmd_grep, error_status=ERROR_STATUS)
+    p.set_defaults(run=cmd_grep, error_status=ERROR_STATUS, check=check)
+
+
+class _OnePattern(argparse.Action):
+    """``-e PATTERN``, once. Why not several, as rg takes: rg searches for any of them,
+    and being identical to rg for that (with -F, -w, -i, the match column, and the
+    index's narrowing of each) is more than the need, a pattern starting with -;
+    several alternatives fit in one regex (``-e 'a|b'``)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, value: Any, *_: Any
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error("-e is taken once; for several patterns write one regex: -e 'a|b'")
+        setattr(namespace, self.dest, value)
+
+
+def grep_argv(words: list[str]) -> list[str]:
+    """The words after ``grep`` with each ``-e PATTERN`` joined into ``--regexp=PATTERN``:
+    argparse takes a PATTERN starting with - for an option, the very case -e is for."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return [*out, *words[i:]]
+        if word in ("-e", "--regexp") and i + 1 < len(words):
+            out.append(f"--regexp={words[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+def check(args: argparse.Namespace) -> str:
+    """A usage problem argparse cannot see (one PATTERN, from -e or the argument), or ""."""
+    if args.regexp is not None and args.pattern is not None:
+        return (
+            f"PATTERN given twice (-e {args.regexp!r} and {args.pattern!r}); kbctl grep takes "
+            "no PATH arguments: narrow with --path"
+        )
+    if args.regexp is None and args.pattern is None:
+        return "a PATTERN is needed (-e PATTERN for one starting with -)"
+    return ""
 
 
 def request(args: argparse.Namespace) -> Grep:
@@ -91,7 +142,7 @@ def request(args: argparse.Namespace) -> Grep:
     before = args.before_context if args.before_context is not None else around
     after = args.after_context if args.after_context is not None else around
     return Grep(
-        pattern=args.pattern,
+        pattern=args.pattern if args.regexp is None else args.regexp,
         fixed=args.fixed,
         ignore_case=args.ignore_case,
         word=args.word,

@@ -7,7 +7,10 @@ the modules only ``doctor`` and ``service`` need are imported when they run; a
 command line that names its subcommand gets that one's parser only. Exit
 codes: 0 success, 1 the daemon is not running or answered with an error (``note``: a
 refusal, its POSIX code in brackets), 2 bad usage; ``grep`` exits as grep does (0 a
-match, 1 none, 2 any error: see grep.py).
+match, 1 none, 2 any error: see grep.py); 130 interrupted (Ctrl-C).
+
+``search`` takes its query's exclusions (``-django``) among its options: see
+``search_argv``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from typing import Any, NoReturn
 from kbindex.ctl import grep, note, paths, render, roots
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
-from kbindex.proto.errors import ClientError, DaemonError
+from kbindex.proto.errors import ClientError, DaemonError, DaemonUnavailable
 from kbindex.proto.messages import (
+    PROTOCOL_VERSION,
     FindFiles,
     FindFilesReply,
     Progress,
@@ -74,6 +78,16 @@ def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
                 bar.update(reply)
             else:
                 final = reply
+    except KeyboardInterrupt:
+        bar.close()
+        # The daemon answers a request to its end even when the client has gone (a
+        # reindex cut short would leave the index half old), so only the wait stops.
+        print(
+            "kbctl: stopped waiting; the reindex goes on in kbindexd (follow it with: "
+            "kbctl status)",
+            file=sys.stderr,
+        )
+        return 130
     finally:
         bar.close()
     assert final is not None
@@ -123,11 +137,45 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--socket", metavar="PATH", help="daemon socket (default: $KBINDEX_SOCKET or the usual)"
     )
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        help="print kbctl's version, and the running kbindexd's if it answers",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, add in SUBCOMMANDS.items():
         if command is None or name == command:
             add(sub)
     return parser
+
+
+def search_argv(words: list[str]) -> list[str]:
+    """The words after ``search`` rearranged for argparse: its options first (each with
+    its value attached, which may start with -), then ``--`` and the query words.
+
+    Why: argparse takes every word starting with - for an option, so the query
+    language's exclusions (``-django``) were usage errors. Here a word is an option only
+    when it starts with -- (argparse then judges it: a typo is an error, not a query
+    word) or is -h; every other word, -django included, is a query word, and after --
+    every word is."""
+    options: list[str] = []
+    query: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            query += words[i + 1 :]
+            break
+        if word in SEARCH_VALUED and i + 1 < len(words):
+            options.append(f"{word}={words[i + 1]}")
+            i += 2
+            continue
+        if word.startswith("--") or word == "-h":
+            options.append(word)
+        else:
+            query.append(word)
+        i += 1
+    return [*options, "--", *query]
 
 
 def _named_command(argv: list[str]) -> str | None:
@@ -137,14 +185,44 @@ def _named_command(argv: list[str]) -> str | None:
     longer than a search, so a command line that plainly names one gets a parser with
     only that one. Anything else (``--help``, a typo, an abbreviated ``--sock``) gets
     every subcommand, for the full help and argparse's own errors."""
-    words = argv
-    if words[:1] == ["--socket"]:
-        words = words[2:]
-    elif words[:1] and words[0].startswith("--socket="):
-        words = words[1:]
-    if words and words[0] in SUBCOMMANDS:
-        return words[0]
+    at = _command_at(argv)
+    if at < len(argv) and argv[at] in SUBCOMMANDS:
+        return argv[at]
     return None
+
+
+def _command_at(argv: list[str]) -> int:
+    """Where the subcommand would be in ``argv``: after a leading ``--socket PATH``."""
+    if argv[:1] == ["--socket"]:
+        return 2
+    if argv[:1] and argv[0].startswith("--socket="):
+        return 1
+    return 0
+
+
+class _Version(argparse.Action):
+    """``kbctl --version``: kbctl's version, then the daemon's (it may be older: one
+    started before an upgrade runs on until restarted), or why it did not answer."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, *_: Any) -> None:
+        from importlib.metadata import version  # only here: it costs a search's import time
+
+        print(f"kbctl {version('kbindex')} (protocol {PROTOCOL_VERSION})")
+        socket = getattr(namespace, "socket", None)
+        try:
+            with BlockingClient.connect(socket, client_name="kbctl") as client:
+                assert client.server is not None
+                print(f"{client.server.server} on {client.socket_path}")
+        except DaemonError as exc:
+            print(f"kbindexd: {exc.message} [{exc.code}]")
+        except DaemonUnavailable as exc:
+            print(exc)
+        except ClientError as exc:
+            print(f"kbindexd: {exc}")
+        parser.exit(0)
 
 
 def _add_status(sub: Any) -> None:
@@ -153,8 +231,19 @@ def _add_status(sub: Any) -> None:
     p.set_defaults(run=cmd_status)
 
 
+SEARCH_HELP = (
+    'QUERY is words, "phrases", -exclusions and prefix*: a word starting with a single '
+    "- is a query word (kbctl search python -django), and options may come before or after "
+    "the query. After --, every word is a query word (kbctl search -- --verbose)."
+)
+SEARCH_VALUED = frozenset({"--limit", "--path", "--mode"})
+"""The options of ``kbctl search`` that take a value (see ``search_argv``)."""
+
+
 def _add_search(sub: Any) -> None:
-    p = sub.add_parser("search", help="search the index")
+    # No abbreviations (--lim): a word that is not an option exactly is a usage error
+    # or a query word, never a guess.
+    p = sub.add_parser("search", help="search the index", epilog=SEARCH_HELP, allow_abbrev=False)
     p.add_argument("query", nargs="+", help='words, "phrases", -exclusions, prefix*')
     p.add_argument("--limit", type=int, default=10, help="results to show (1-100)")
     p.add_argument("--path", metavar="GLOB", help="only paths matching a glob or prefix")
@@ -281,7 +370,19 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     if argv is None:
         argv = sys.argv[1:]
-    args = build_parser(_named_command(argv)).parse_args(argv)
+    command = _named_command(argv)
+    at = _command_at(argv) + 1
+    if command == "search":
+        argv = [*argv[:at], *search_argv(argv[at:])]
+    elif command == "grep":
+        argv = [*argv[:at], *grep.grep_argv(argv[at:])]
+    parser = build_parser(command)
+    args = parser.parse_args(argv)
+    check: Callable[[argparse.Namespace], str] | None = getattr(args, "check", None)
+    problem = check(args) if check is not None else ""
+    if problem:
+        print(f"kbctl {args.command}: {problem}", file=sys.stderr)
+        return 2
     if getattr(args, "func", None) is not None:
         # Subcommands that do not talk to the daemon (service management).
         result: int = args.func(args)

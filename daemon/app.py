@@ -41,7 +41,7 @@ from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
-from kbindex.daemon.serving.control import Control
+from kbindex.daemon.serving.control import Control, describe_roots
 from kbindex.daemon.serving.instance import AlreadyRunning, Instance, UnsafeDirectory
 from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 from kbindex.daemon.serving.server import Server
@@ -157,6 +157,7 @@ async def _serve(
             settings.socket_path,
             index.describe().server,
         )
+        log.info("%s", describe_roots(settings))
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
         tg.start_soon(_signals, tg, server, notifier, service.notes.wake)

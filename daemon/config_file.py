@@ -105,7 +105,7 @@ def _write(path: Path, text: str, values: dict[str, Any], roots: list[str]) -> N
         parsed = None
     if parsed != {**values, "roots": roots}:
         raise ConfigError(f"cannot edit {path} safely; edit its roots = [...] by hand")
-    _replace(path.resolve() if path.is_symlink() else path, updated)
+    replace(path.resolve() if path.is_symlink() else path, updated)
 
 
 def _value_span(text: str) -> tuple[int, int] | None:
@@ -153,7 +153,9 @@ def _first_statement(text: str) -> int:
     return offset
 
 
-def _replace(path: Path, text: str) -> None:
+def replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file beside it, fsync, rename), keeping
+    the file's mode (0600 for a new one); raises ConfigError."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:

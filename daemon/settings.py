@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import pathspec
 import platformdirs
+from kbindex.daemon import root_changes
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
 ALL_TEXT = "*"
@@ -82,7 +83,12 @@ class Settings:
     """How long a client may take to send a frame it has begun, or to take a reply."""
     root_options: tuple[RootOptions, ...] = ()
     roots_source: str = "config"
-    """Where ``roots`` came from: ``arguments``, ``environment`` or ``config``."""
+    """Where ``roots`` came from: ``arguments``, ``environment`` or ``config``; for the
+    first two, with the changes made at run time laid over them (root_changes.py)."""
+    roots_kept: tuple[str, ...] = field(default=(), compare=False)
+    """What those changes did to the given roots: ``/x added``, ``/y removed``."""
+    roots_left_out: tuple[str, ...] = field(default=(), compare=False)
+    """Roots added at run time that cannot be roots now, each with the reason."""
     semantic: str = "auto"
     semantic_max_file_mb: float = 1.0
     """Larger files are searched by words only: embedding is the costly part."""
@@ -117,6 +123,21 @@ class Settings:
     @property
     def db_path(self) -> Path:
         return self.state_dir / "index.sqlite3"
+
+    @property
+    def roots_record(self) -> Path:
+        """Where roots changed at run time are recorded when they were given on the
+        command line or in the environment (root_changes.py)."""
+        return self.state_dir / root_changes.RECORD_NAME
+
+    @property
+    def roots_origin(self) -> str:
+        """Where the roots were given, for messages."""
+        if self.roots_source == "arguments":
+            return "the command line"
+        if self.roots_source == "environment":
+            return "KBINDEX_ROOTS"
+        return str(self.config_path or default_config_path())
 
 
 def default_config_path() -> Path:
@@ -352,9 +373,16 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         )
     if no_roots and values["backend"] != "postgres":
         raise SettingsError("--no-roots serves a shared index: use it with --backend postgres")
+    kept: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+    if roots_source != "config":
+        record = values["state_dir"] / root_changes.RECORD_NAME
+        roots, kept, left_out = _with_changes(roots, record)
 
     return Settings(
         roots=roots,
+        roots_kept=kept,
+        roots_left_out=left_out,
         config_path=config_path if config_path.exists() else None,
         cli_roots=tuple(Path(r) for r in args.roots or ()),
         root_options=root_options,
@@ -407,6 +435,32 @@ def _roots(raw: Sequence[str] | None, base: Path) -> tuple[Path, ...]:
             if a != b and b.is_relative_to(a):
                 raise SettingsError(f"root {b} lies inside root {a}; list only {a}")
     return tuple(roots)
+
+
+def _with_changes(
+    given: tuple[Path, ...], record: Path
+) -> tuple[tuple[Path, ...], tuple[str, ...], tuple[str, ...]]:
+    """The given roots with the ones changed at run time laid over them: the roots, what
+    the record changed, and recorded roots left out (deleted since, or now inside a
+    given root: a warning, not a daemon that no longer starts)."""
+    try:
+        changes = root_changes.read(record)
+    except root_changes.RecordError as exc:
+        raise SettingsError(str(exc)) from None
+    roots = [r for r in given if r not in changes.removed]
+    kept: list[str] = []
+    left_out: list[str] = []
+    for root in changes.added:
+        if root in roots:
+            continue
+        try:
+            roots.append(check_root(root, roots))
+        except SettingsError as exc:
+            left_out.append(f"{root}, added with kbctl roots add, is left out: {exc}")
+            continue
+        kept.append(f"{root} added")
+    kept += [f"{r} removed" for r in given if r in changes.removed]
+    return tuple(roots), tuple(kept), tuple(left_out)
 
 
 def check_root(path: Path, others: Sequence[Path]) -> Path:

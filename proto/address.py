@@ -72,19 +72,34 @@ def owner_name(uid: int) -> str:
 def check_private_dir(path: str | os.PathLike[str]) -> None:
     """Raise UntrustedSocket unless ``path`` is a directory of the user (or root) that no
     one else can write to. Symbolic links are followed: what counts is the directory the
-    socket is really in."""
+    socket is really in. The advice fits the directory: a shared one such as /tmp is
+    left as it is (the socket goes elsewhere), only the user's own is to be made private."""
     st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise UntrustedSocket(f"{path} is not a directory")
     mode = stat.S_IMODE(st.st_mode)
+    elsewhere = (
+        f"put the socket in a directory only you can write to, with --socket PATH or "
+        f"${SOCKET_ENV} (kbindexd makes a missing directory with mode 700), or set "
+        f"XDG_RUNTIME_DIR"
+    )
     if st.st_uid not in (os.getuid(), 0):
-        problem = f"belongs to {owner_name(st.st_uid)}, not to you"
-    elif mode & 0o022:
-        problem = f"is writable by {'others' if mode & 0o002 else 'its group'} (mode {mode:o})"
-    else:
+        raise UntrustedSocket(
+            f"the socket directory {path} belongs to {owner_name(st.st_uid)}, not to you, "
+            f"so a socket in it could be theirs. Do not use it: {elsewhere}."
+        )
+    if not mode & 0o022:
         return
+    writers = "others" if mode & 0o002 else "its group"
+    if st.st_uid == os.getuid() and not mode & stat.S_ISVTX:
+        raise UntrustedSocket(
+            f"the socket directory {path} is writable by {writers} (mode {mode:o}), so a "
+            f"socket in it could be anyone's. It is yours: make it private with "
+            f"chmod go-w {path}, or {elsewhere}."
+        )
+    # Sticky or root's: a directory shared on purpose (/tmp, /var/tmp, /dev/shm). Its
+    # mode is right for what it is; changing or removing it would break the system.
     raise UntrustedSocket(
-        f"the socket directory {path} {problem}, so a socket in it could be anyone's. "
-        f"Remove that directory if you did not make it, set XDG_RUNTIME_DIR, or choose a "
-        f"socket in a directory only you can write to (--socket or ${SOCKET_ENV})."
+        f"the socket directory {path} is shared (writable by {writers}, mode {mode:o}), so "
+        f"a socket in it could be anyone's. Leave {path} as it is and {elsewhere}."
     )

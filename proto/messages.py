@@ -579,7 +579,9 @@ class RootsReply(Reply, tag="roots", frozen=True):
     roots: list[RootStatus]
     message: str = ""
     config_path: str = ""
-    """The config file the change was written to."""
+    """The file the change was written to, so that reloads and restarts keep it: the
+    config file, or (roots given on the daemon's command line or in KBINDEX_ROOTS) the
+    record of changed roots in its state directory."""
 
 
 class CheckReply(Reply, tag="check", frozen=True):

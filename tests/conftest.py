@@ -149,12 +149,13 @@ class Daemon:
             reply = await c.search(query, **kwargs)  # type: ignore[arg-type]
             return [h.relpath for h in reply.hits]
 
-    def kbctl(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def kbctl(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(self.socket), *args],
             capture_output=True,
             text=True,
             timeout=30,
+            cwd=cwd,
         )
 
 

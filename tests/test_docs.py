@@ -164,3 +164,42 @@ def test_every_benchmark_section_the_code_cites_exists() -> None:
     assert len(cited) >= 15, cited
     for where, title in cited:
         assert title in headings, f'{where} cites bench/README.md, "{title}": no such section'
+
+
+def _options(parser: argparse.ArgumentParser, name: str) -> dict[str, argparse.Action]:
+    """Every option of ``parser`` and of its subcommands, by where it is (``kbctl grep``)."""
+    found: dict[str, argparse.Action] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                found.update(_options(sub, f"{name} {sub_name}"))
+        elif action.option_strings and action.dest != "help":
+            found[f"{name} {action.option_strings[-1]}"] = action
+    return found
+
+
+def _kbctl_section() -> str:
+    """The kbctl reference (docs/kbctl.md)."""
+    return (TOP / "docs" / "kbctl.md").read_text(encoding="utf-8")
+
+
+def test_every_kbctl_option_has_help_and_is_in_the_kbctl_reference() -> None:
+    """Each option (``kbctl --version``, ``grep -e``, ...) says what it does in ``--help``
+    and is named in docs/kbctl.md, in one of its spellings."""
+    section = _kbctl_section()
+    options = _options(build_parser(), "kbctl")
+    assert {"kbctl --version", "kbctl grep --regexp", "kbctl search --limit"} <= set(options)
+    for where, action in options.items():
+        assert action.help, f"{where} has no help text"
+        spellings = action.option_strings
+        named = (re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", section) for s in spellings)
+        assert any(named), f"{where} is not in the README's kbctl section"
+
+
+def test_the_kbctl_reference_says_how_search_takes_exclusions() -> None:
+    section = _kbctl_section()
+    assert "kbctl search python -django" in section
+    assert "kbctl search -- " in section
+    from kbindex.ctl.main import SEARCH_HELP
+
+    assert "kbctl search python -django" in SEARCH_HELP

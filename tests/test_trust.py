@@ -301,6 +301,42 @@ async def test_the_daemon_refuses_a_socket_directory_others_can_write(
     assert not (shared / "kb.sock").exists()
 
 
+@pytest.mark.slow
+async def test_a_socket_in_tmp_is_refused_with_advice_that_leaves_tmp_alone(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    """``--socket /tmp/kb.sock``: /tmp is shared on purpose (mode 1777). The daemon and
+    kbctl refuse it and say to put the socket elsewhere, never to remove or chmod /tmp;
+    only a lax directory of the user's own is to be made private."""
+    sock = Path("/tmp") / f"kbt-{secrets.token_hex(4)}.sock"
+    daemon = make_daemon(write(tmp_path / "root" / "a.md", "alpha").parent)
+    daemon.socket = sock
+    assert daemon.spawn().wait(timeout=30) != 0
+    ctl = subprocess.run(
+        [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(sock), "status"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert ctl.returncode == 1 and ctl.stdout == ""
+    for message in (daemon.log(), ctl.stderr):
+        assert "the socket directory /tmp is shared" in message, message
+        assert "Leave /tmp as it is" in message and "$KBINDEX_SOCKET" in message
+        assert "remove" not in message.lower() and "chmod" not in message
+    assert not sock.exists()
+    with fresh_dir() as base:
+        mine = base / "mine"
+        mine.mkdir()
+        mine.chmod(0o777)
+        ctl = subprocess.run(
+            [sys.executable, "-m", "kbindex.ctl.main", "--socket", str(mine / "kb.sock"), "status"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert f"make it private with chmod go-w {mine}" in ctl.stderr, ctl.stderr
+
+
 async def test_a_link_planted_as_the_lock_file_is_not_followed(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:

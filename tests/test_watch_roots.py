@@ -1,16 +1,21 @@
-"""Roots added and removed while the daemon runs, persisted to the config file; the
-``kbctl roots`` and ``kbctl why`` commands; the config editor on its own."""
+"""Roots added and removed while the daemon runs, persisted where the roots came from
+(the config file, or the state directory's record over command-line roots) and kept at
+reloads and restarts; the ``kbctl roots`` and ``kbctl why`` commands; the config editor
+on its own."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, MakeDaemon, write
+from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.ctl import roots as roots_cmd
 from kbindex.daemon.config_file import ConfigError, persist_add, persist_remove
+from kbindex.daemon.settings import Settings, SettingsError, add_arguments, load
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import ErrorCode
@@ -34,10 +39,14 @@ async def test_add_and_remove_a_root_at_runtime(make_daemon: MakeDaemon, tmp_pat
         await until_paths(c, "orbitword", ["a.md"])
         reply = await c.add_root(str(other))
         assert [r.path for r in reply.roots] == [str(d.root), str(other)]
-        assert reply.config_path == str(config_of(d))
+        # Roots given on the command line: the change is recorded in the state
+        # directory (the config file's roots would not apply to this daemon).
+        record = d.state_dir / "roots.json"
+        assert reply.config_path == str(record)
+        assert f"recorded in {record}" in reply.message
         await until_paths(c, "orbitword", ["a.md", "b.md"])
-        listed = tomllib.loads(config_of(d).read_text())["roots"]
-        assert listed == [str(d.root), str(other)]
+        assert json.loads(record.read_text())["added"] == [str(other)]
+        assert not config_of(d).exists()
 
         write(other / "c.md", "watched at once orbitword\n")
         assert await until_paths(c, "orbitword", ["a.md", "b.md", "c.md"]) < 1.0
@@ -48,7 +57,7 @@ async def test_add_and_remove_a_root_at_runtime(make_daemon: MakeDaemon, tmp_pat
         assert [r.path for r in reply.roots] == [str(d.root)]
         assert "2 documents removed" in reply.message
         await until_paths(c, "orbitword", ["a.md"])
-        assert tomllib.loads(config_of(d).read_text())["roots"] == [str(d.root)]
+        assert json.loads(record.read_text())["added"] == []
         write(other / "d.md", "no longer watched orbitword\n")
         assert (await settled(c)).indexed_files == 1
 
@@ -180,3 +189,96 @@ def test_config_that_cannot_be_edited_safely_is_left_alone(tmp_path: Path) -> No
         with pytest.raises(ConfigError):
             persist_add(config, tmp_path, [])
         assert config.read_text() == text
+
+
+# ------------------------------------------------------------------ kept at reloads and restarts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given_by", ["arguments", "environment", "config"])
+async def test_roots_changed_at_runtime_survive_a_reload_and_a_restart(
+    make_daemon: MakeDaemon, tmp_path: Path, given_by: str
+) -> None:
+    """However the daemon got its roots (command line, KBINDEX_ROOTS, config file), a
+    root added and one removed with kbctl stay so through a real SIGHUP and a restart."""
+    kept, dropped, added = tmp_path / "kept", tmp_path / "dropped", tmp_path / "added"
+    write(kept / "k.md", "kept stayword\n")
+    write(dropped / "d.md", "dropped stayword\n")
+    write(added / "a.md", "added stayword\n")
+    d = make_daemon(kept, dropped)
+    if given_by == "environment":
+        d.roots = []
+        d.extra_env["KBINDEX_ROOTS"] = f"{kept}:{dropped}"
+    elif given_by == "config":
+        d.roots = []
+        config = tmp_path / "kb.toml"
+        config.write_text(f'roots = ["{kept}", "{dropped}"]\n')
+        d.extra_args = ["--config", str(config)]
+    await d.start()
+    assert d.kbctl("roots", "add", str(added)).returncode == 0
+    assert d.kbctl("roots", "remove", str(dropped)).returncode == 0
+    wanted = [str(kept), str(added)]
+
+    async def roots_now() -> list[str]:
+        async with d.client() as c:
+            await until_paths(c, "stayword", ["a.md", "k.md"])
+            return [r.path for r in (await c.status()).roots]
+
+    assert await roots_now() == wanted
+    assert d.proc is not None
+    d.proc.send_signal(signal.SIGHUP)
+    line = await wait_for(lambda: _log_line(d, "reloaded:"))
+    assert "0 added, 0 removed" in line, line
+    if given_by != "config":
+        assert f"kept from kbctl roots add|remove: {added} added, {dropped} removed" in line
+    assert await roots_now() == wanted
+    assert d.stop() == 0
+    await d.start()
+    assert await roots_now() == wanted
+
+
+async def _log_line(d: Daemon, text: str) -> str:
+    for line in d.log_path.read_text(errors="replace").splitlines():
+        if text in line:
+            return line
+    return ""
+
+
+def _settings(argv: list[str], env: dict[str, str] | None = None) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return load(parser.parse_args(argv), env or {"XDG_CONFIG_HOME": "/nonexistent"})
+
+
+def test_the_record_is_laid_over_the_given_roots_and_never_stops_a_start(tmp_path: Path) -> None:
+    """Roots from the command line or KBINDEX_ROOTS, then the record: a removed root stays
+    out even when named again, an added root that can no longer be one is left out with
+    the reason, a record that is not one stops the start with what to do. A daemon whose
+    roots come from its config file does not read the record (its changes are in the file)."""
+    a, b, c, gone = (tmp_path / n for n in ("a", "b", "c", "gone"))
+    for root in (a, b, c):
+        root.mkdir()
+    (b / "inner").mkdir()
+    state = tmp_path / "state"
+    state.mkdir()
+    record = state / "roots.json"
+    record.write_text(
+        json.dumps({"added": [str(c), str(gone), str(b / "inner")], "removed": [str(a)]})
+    )
+    for argv, env in (
+        ([str(a), str(b)], None),
+        ([], {"KBINDEX_ROOTS": f"{a}:{b}", "XDG_CONFIG_HOME": "/nonexistent"}),
+    ):
+        s = _settings([*argv, "--state-dir", str(state)], env)
+        assert s.roots == (b, c)
+        assert s.roots_kept == (f"{c} added", f"{a} removed")
+        assert len(s.roots_left_out) == 2
+        assert "does not exist" in s.roots_left_out[0] and str(gone) in s.roots_left_out[0]
+        assert f"lies inside root {b}" in s.roots_left_out[1]
+    config = tmp_path / "kb.toml"
+    config.write_text(f'roots = ["{a}"]\n')
+    assert _settings(["--config", str(config), "--state-dir", str(state)]).roots == (a,)
+
+    record.write_text('{"added": "not a list"}')
+    with pytest.raises(SettingsError, match="delete it to start from the roots given"):
+        _settings([str(a), "--state-dir", str(state)])

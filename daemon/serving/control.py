@@ -1,5 +1,10 @@
 """Changing what the daemon indexes while it runs: roots added and removed
-(``kbctl roots add|remove``, written to the config file) and settings re-read on SIGHUP.
+(``kbctl roots add|remove``) and settings re-read on SIGHUP.
+
+A change of roots is written where the roots came from, so that reloads and restarts
+keep it: the config file when the daemon took its roots from there, else (roots on
+the command line or in KBINDEX_ROOTS) the record in the state directory that
+root_changes.py lays over them.
 
 Every change holds one lock, so two of them never interleave, and leaves the roots, the
 ignore rules, the watches and the index agreeing; the roots it touches are then
@@ -12,11 +17,12 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon import config_file
+from kbindex.daemon import config_file, root_changes
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
@@ -36,7 +42,8 @@ class Changed:
     """What a root added or removed did, for the reply."""
 
     message: str
-    config_path: Path
+    recorded_in: Path
+    """The config file, or the state directory's record (root_changes.py)."""
 
 
 class Control:
@@ -67,13 +74,10 @@ class Control:
             raise BadRoot(f"give the root as an absolute path, not {raw!r}")
         async with self._lock:
             root = await anyio.to_thread.run_sync(self._check_new_root, raw)
-            config = self._config_path()
-            done = await anyio.to_thread.run_sync(
-                config_file.persist_add, config, root, self.roots.paths
-            )
+            done, where = await anyio.to_thread.run_sync(partial(self._persist, root, add=True))
             await self._attach(root)
             log.info("root added: %s (%s)", root, done)
-        return self._changed(f"{done}; indexing it now", config)
+        return Changed(f"{done}; indexing it now", where)
 
     async def remove_root(self, raw: str) -> Changed:
         async with self._lock:
@@ -81,13 +85,10 @@ class Control:
             if wanted not in self.roots.paths:
                 listed = ", ".join(str(r) for r in self.roots.paths) or "none"
                 raise BadRoot(f"{wanted} is not a root (roots: {listed})")
-            config = self._config_path()
-            done = await anyio.to_thread.run_sync(
-                config_file.persist_remove, config, wanted, self.roots.paths
-            )
+            done, where = await anyio.to_thread.run_sync(partial(self._persist, wanted, add=False))
             removed = await self._detach(wanted)
             log.info("root removed: %s (%s, %d documents forgotten)", wanted, done, removed)
-        return self._changed(f"{done}; {removed:,} documents removed", config)
+        return Changed(f"{done}; {removed:,} documents removed", where)
 
     def _check_new_root(self, raw: str) -> Path:
         """Validated like the roots in the settings, plus: not inside the state directory."""
@@ -99,16 +100,16 @@ class Control:
             raise BadRoot(f"{root} lies inside the daemon's state directory")
         return root
 
-    def _changed(self, message: str, config: Path) -> Changed:
+    def _persist(self, root: Path, *, add: bool) -> tuple[str, Path]:
+        """Write a root added or removed where the roots came from, so that reloads and
+        restarts keep it; returns what was done and the file."""
         if self.settings.roots_source != "config":
-            message += (
-                f" (note: this daemon took its roots from the {self.settings.roots_source}, "
-                "which override the config file's roots at the next start)"
-            )
-        return Changed(message, config)
-
-    def _config_path(self) -> Path:
-        return self.settings.config_path or default_config_path()
+            record = self.settings.roots_record
+            change = root_changes.record_add if add else root_changes.record_remove
+            return change(record, root), record
+        config = self.settings.config_path or default_config_path()
+        edit = config_file.persist_add if add else config_file.persist_remove
+        return edit(config, root, self.roots.paths), config
 
     async def _attach(self, root: Path) -> None:
         self.indexer.rules.configure_root(self.settings.options_for(root))
@@ -167,11 +168,27 @@ class Control:
         self.config_error = ""
         summary = (
             f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
-            f"{len(old_roots - new_roots)} removed"
+            f"{len(old_roots - new_roots)} removed; {describe_roots(new)}"
         )
         if unchanged:
             summary += f"; {' and '.join(unchanged)} change only at restart"
         return summary
+
+
+def describe_roots(settings: Settings) -> str:
+    """Where the roots come from and what was kept of the changes made at run time, for
+    the log at start and at a reload; recorded roots left out are logged as warnings."""
+    for reason in settings.roots_left_out:
+        log.warning("%s", reason)
+    if settings.roots_source == "config":
+        return f"roots from {settings.roots_origin} (kbctl roots add|remove edit it)"
+    text = f"roots from {settings.roots_origin}"
+    if settings.roots_kept:
+        text += (
+            f"; kept from kbctl roots add|remove: {', '.join(settings.roots_kept)} "
+            f"(recorded in {settings.roots_record})"
+        )
+    return text
 
 
 def _real_path(raw: str) -> Path:

@@ -459,7 +459,7 @@ class Service:
         return RootsReply(
             roots=self._root_statuses(counts.per_root),
             message=changed.message,
-            config_path=str(changed.config_path),
+            config_path=str(changed.recorded_in),
         )
 
 
