@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -241,6 +242,39 @@ async def test_one_sigterm_stops_the_daemon_after_a_fifo_request(
     d.proc = None
     await d.start()  # the instance lock is free: a new daemon takes it
     await note(d, WriteNote(path="again.md", content="served again\n"))
+
+
+@pytest.mark.slow
+async def test_a_fifo_swapped_in_as_an_ignore_file_does_not_wedge_notes(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    """A note's path is checked against the ignore files above it, read by name. Before:
+    a FIFO swapped in between their stat and their open blocked the daemon's event loop
+    in the open, for good."""
+    d = with_writable_root(make_daemon, tmp_path)
+    d.extra_args += ["--watch", "off"]
+    await d.start()
+    write(d.root / ".ignore", "*.tmp\n")
+    os.mkfifo(d.root / "swap")
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        ignore, fifo = bytes(d.root / ".ignore"), bytes(d.root / "swap")
+        while not stop.is_set():
+            swaps += LIBC.renameat2(AT_FDCWD, ignore, AT_FDCWD, fifo, RENAME_EXCHANGE) == 0
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        for i in range(100):
+            with anyio.fail_after(ANSWER_SECONDS):
+                await note(d, WriteNote(path=f"n{i % 5}.md", content=f"version {i}\n"))
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 1000
 
 
 # ------------------------------------------------------------ names
