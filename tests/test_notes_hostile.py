@@ -25,7 +25,10 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, with_writable_root, write
-from kbindex.daemon.indexing.ignore import WRITING_MARK
+from hypothesis import given
+from hypothesis import strategies as st
+from kbindex.daemon.indexing.ignore import WRITING_MARK, IgnoreRules
+from kbindex.daemon.serving.notefile import NAME_MAX, temporary_name
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import (
     AppendNote,
@@ -361,3 +364,18 @@ async def test_a_note_or_folder_that_is_a_link_is_refused_even_inside_the_root(
         return await notes.search_paths("real") == ["real/a.md"]
 
     await wait_for(unchanged)
+
+
+NAMES = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"), min_size=1
+).filter(lambda name: len(name.encode()) <= NAME_MAX)
+
+
+@pytest.mark.slow
+@given(NAMES)
+def test_a_temporary_name_fits_beside_any_legal_name_and_is_never_indexed(name: str) -> None:
+    temporary = temporary_name(name)
+    assert len(os.fsencode(temporary)) <= NAME_MAX
+    assert "/" not in temporary
+    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
+    assert rules.ignored_file(temporary) is not None  # what the scanner and watcher ask
