@@ -430,7 +430,11 @@ class IgnoreRules:
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
-            with open(path, "rb") as fh:
+            # O_NONBLOCK: a FIFO swapped in after the stat must not hang the open.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
                 text = fh.read(MAX_IGNORE_FILE_BYTES).decode("utf-8", errors="replace")
         except OSError as exc:
             log.warning("cannot read %s: %s", path, exc.strerror or exc)

@@ -15,7 +15,7 @@ from kbindex.daemon.roots import InvalidPath, OutsideRoots
 from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.searching.query import BadQuery
 from kbindex.daemon.serving.control import BadRoot
-from kbindex.daemon.serving.notes import NoteError
+from kbindex.daemon.serving.notefile import NoteError
 from kbindex.daemon.storage.index import NotIndexed
 from kbindex.daemon.storage.recovery import IndexRebuilding
 from kbindex.proto.messages import ErrorCode, ErrorReply

@@ -1,10 +1,14 @@
 """Notes: clients create, edit, append to, move and delete text files in writable roots.
 
 A root is writable only when its configuration says so (``writable = true``); the
-daemon writes nowhere else. Every change is atomic (a temporary file in the same
-folder, fsync, rename, the folder fsynced; an existing file's mode kept), so a crash
-leaves the old content or the new, never a mix, and is indexed before the reply: a
-search right after finds it. The watcher sees the same change a moment later and finds
+daemon writes nowhere else. A client's path is checked here by its text (inside a
+writable root, not through ``..``, of a sane depth and length, named in printable
+characters); ``notefile`` then reaches the note without following a link and makes
+every change relative to the folder it opened, so another user of a shared root cannot
+steer it elsewhere. Every change is atomic (a temporary file in the same folder, fsync,
+rename, the folder fsynced; an existing file's permissions kept), so a crash leaves the
+old content or the new, never a mix, and is indexed before the reply: a search right
+after finds it. The watcher sees the same change a moment later and finds
 the file's signature (size, mtime, ctime, inode) already recorded, so nothing is read
 twice.
 
@@ -20,37 +24,35 @@ sentence.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import logging
 import os
-import tempfile
 import time
+import unicodedata
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon.indexing.ignore import WRITING_MARK
 from kbindex.daemon.indexing.indexer import Indexer
-from kbindex.daemon.roots import Located, Roots
+from kbindex.daemon.roots import MAX_PATH_CHARS, Located, Roots
 from kbindex.daemon.serving.control import Control
+from kbindex.daemon.serving.notefile import NAME_MAX, NoteError, NoteFile, error_code
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
 
 log = logging.getLogger(__name__)
 
 HASH_CHARS: Final = 16
+MAX_DEPTH: Final = 32
+"""Folders a note's path may hold inside its root."""
+REFUSED_CATEGORIES: Final = frozenset({"Cc", "Zl", "Zp"})
+"""Control characters, and the line and paragraph separators that split lines too."""
 NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
-
-
-class NoteError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,16 +143,17 @@ class Notes:
         self, path: str, content: str, *, if_match: str | None = None, title: str | None = None
     ) -> Written:
         """Create or replace a note; a Markdown note with no H1 gets ``# title`` first."""
-        located = self._target(path)
-        markdown = located.path.suffix.lower() in (".md", ".markdown")
-        if title and markdown and not any(ln.startswith("# ") for ln in content.splitlines()):
-            content = f"# {title.strip()}\n\n{content}"
-        data = self._encode(content)
-        async with self._lock:
-            old = await self._current(located, must_exist=False)
-            self._check_match(located, old, if_match)
-            await anyio.to_thread.run_sync(_replace, located.path, data)
-            problem = await self._index(located)
+        async with self._opened(path) as note:
+            located = note.located
+            markdown = located.path.suffix.lower() in (".md", ".markdown")
+            if title and markdown and not any(ln.startswith("# ") for ln in content.splitlines()):
+                content = f"# {title.strip()}\n\n{content}"
+            data = self._encode(content)
+            async with self._lock:
+                old = await self._current(note, must_exist=False)
+                self._check_match(located, old, if_match)
+                await anyio.to_thread.run_sync(note.replace, data)
+                problem = await self._index(located)
         return Written(
             str(located.path), content_hash(data), _lines(data), len(data), old is None, problem
         )
@@ -161,9 +164,9 @@ class Notes:
         """Replace the one occurrence of ``old_text`` with ``new_text``."""
         if not old_text:
             raise NoteError("EINVAL", "old_text is empty: give the exact text to replace")
-        located = self._target(path)
-        async with self._lock:
-            old = await self._current(located, must_exist=True)
+        async with self._opened(path) as note, self._lock:
+            located = note.located
+            old = await self._current(note, must_exist=True)
             assert old is not None
             self._check_match(located, old, if_match)
             text = self._decode(located, old)
@@ -171,7 +174,7 @@ class Notes:
             if found != 1:
                 raise NoteError("EINVAL", _occurrences(located, text, old_text, found))
             data = self._encode(text.replace(old_text, new_text, 1))
-            await anyio.to_thread.run_sync(_replace, located.path, data)
+            await anyio.to_thread.run_sync(note.replace, data)
             problem = await self._index(located)
         return Written(
             str(located.path), content_hash(data), _lines(data), len(data), index_error=problem
@@ -179,44 +182,43 @@ class Notes:
 
     async def append(self, path: str, text: str) -> Written:
         """Add ``text`` at the end (on a line of its own); creates the note if needed."""
-        located = self._target(path)
-        async with self._lock:
-            old = await self._current(located, must_exist=False)
+        async with self._opened(path) as note, self._lock:
+            located = note.located
+            old = await self._current(note, must_exist=False)
             before = self._decode(located, old) if old else ""
             if before and not before.endswith("\n"):
                 before += "\n"
             data = self._encode(before + text)
-            await anyio.to_thread.run_sync(_replace, located.path, data)
+            await anyio.to_thread.run_sync(note.replace, data)
             problem = await self._index(located)
         return Written(
             str(located.path), content_hash(data), _lines(data), len(data), old is None, problem
         )
 
     async def move(self, src: str, dst: str, *, overwrite: bool = False) -> Written:
-        source, target = self._target(src), self._target(dst)
-        async with self._lock:
+        async with self._opened(src) as source, self._opened(dst) as target, self._lock:
             data = await self._current(source, must_exist=True)
             assert data is not None
-            if source.path == target.path:
-                return Written(str(target.path), content_hash(data), _lines(data), len(data))
-            await anyio.to_thread.run_sync(_rename, source, target, overwrite)
+            there = target.located
+            if source.located.path == there.path:
+                return Written(str(there.path), content_hash(data), _lines(data), len(data))
+
+            def rename() -> None:
+                source.move_to(target, overwrite=overwrite)
+
+            await anyio.to_thread.run_sync(rename)
             # Two one-file refreshes, not a re-key: the note is small, and a failure
             # of either is reported like a write's.
-            gone, there = await self._index(source), await self._index(target)
-            problem = gone or there
-        return Written(str(target.path), content_hash(data), _lines(data), len(data), True, problem)
+            gone, arrived = await self._index(source.located), await self._index(there)
+            problem = gone or arrived
+        return Written(str(there.path), content_hash(data), _lines(data), len(data), True, problem)
 
     async def delete(self, path: str, *, if_match: str | None = None) -> Written:
-        located = self._target(path)
-        async with self._lock:
-            old = await self._current(located, must_exist=True)
+        async with self._opened(path) as note, self._lock:
+            located = note.located
+            old = await self._current(note, must_exist=True)
             self._check_match(located, old, if_match)
-            try:
-                await anyio.to_thread.run_sync(os.unlink, located.path)
-            except OSError as exc:
-                raise NoteError(
-                    _code(exc), f"cannot delete {located.relpath}: {exc.strerror}"
-                ) from None
+            await anyio.to_thread.run_sync(note.unlink)
             problem = await self._index(located)
         return Written(str(located.path), "", 0, 0, index_error=problem)
 
@@ -225,15 +227,48 @@ class Notes:
     def writable_roots(self) -> list[Path]:
         return [r for r in self.roots.paths if self.settings.writable(r)]
 
+    @asynccontextmanager
+    async def _opened(self, raw: str) -> AsyncIterator[NoteFile]:
+        """The note a client's path names, its folder open (``NoteFile``): refused when
+        the path leaves a writable root, goes through a link, or names a folder, a FIFO
+        or anything but a regular file; all this before the caller takes the lock."""
+        note = NoteFile(self._target(raw))
+        try:
+            await anyio.to_thread.run_sync(note.open)
+            located = note.located
+            rules = self.indexer.rules
+            try:
+                if note.exists_folder:
+                    reason = rules.explain(str(located.root), str(located.path))
+                else:
+                    reason = rules.ignored_file(note.name)
+            except OSError as exc:  # the rules look by name: a folder swapped meanwhile
+                raise NoteError(
+                    error_code(exc), f"cannot check {located.relpath}: {exc.strerror}"
+                ) from None
+            if reason is not None:
+                raise NoteError("EINVAL", f"{located.relpath} would not be indexed: {reason}")
+            yield note
+        finally:
+            note.close()
+
     def _target(self, raw: str) -> Located:
-        """Where a client's path leads, refused unless it is inside a writable root
-        without leaving it through ``..`` or a symbolic link."""
+        """Where a client's path leads, from its text alone: inside a writable root,
+        not through ``..``, of a sane depth and length, without control characters.
+        Links and what is on disk are ``NoteFile``'s to check."""
         if not raw or "\x00" in raw:
             raise NoteError("EINVAL", "the path is empty or holds a NUL byte")
+        if len(os.fsencode(raw)) > MAX_PATH_CHARS:
+            raise NoteError(
+                "ENAMETOOLONG", f"the path is longer than {MAX_PATH_CHARS} bytes: {_short(raw)}"
+            )
         writable = self.writable_roots()
         if not writable:
             raise NoteError("EROFS", "no root is writable; set writable = true for one")
-        given = Path(raw).expanduser()
+        try:
+            given = Path(raw).expanduser()
+        except RuntimeError:  # ~name of no user
+            raise NoteError("EINVAL", f"{_short(raw)}: no such user's home") from None
         if given.is_absolute():
             lexical = Path(os.path.normpath(given))
         else:
@@ -241,31 +276,34 @@ class Notes:
             existing = [c for c in choices if os.path.lexists(c)]
             if len(writable) > 1 and len(existing) != 1:
                 raise NoteError(
-                    "EINVAL", f"{raw} could be in more than one writable root: give a full path"
+                    "EINVAL",
+                    f"{_short(raw)} could be in more than one writable root: give a full path",
                 )
             lexical = (existing or choices)[0]
         root = next((r for r in self.roots.paths if lexical.is_relative_to(r)), None)
         if root is None:
-            raise NoteError("EACCES", f"{raw} is outside the indexed roots")
+            raise NoteError("EACCES", f"{_short(raw)} is outside the indexed roots")
         if not self.settings.writable(root):
             raise NoteError("EROFS", f"{root} is read-only (writable = true makes it writable)")
-        # Symbolic links: the deepest existing folder must resolve inside the root, and
-        # the note itself must not be a link.
-        parent = lexical.parent
-        while not parent.exists() and parent != root:
-            parent = parent.parent
-        if not Path(os.path.realpath(parent)).is_relative_to(root) or lexical.is_symlink():
-            raise NoteError("EACCES", f"{raw} leads outside {root} through a symbolic link")
-        if os.path.isdir(lexical) or lexical == root:
-            raise NoteError("EISDIR", f"{raw} is a directory")
+        if lexical == root:
+            raise NoteError("EISDIR", f"{_short(raw)} is a directory")
         relpath = lexical.relative_to(root).as_posix()
-        rules = self.indexer.rules
-        if lexical.parent.is_dir():
-            reason = rules.explain(str(root), str(lexical))
-        else:
-            reason = rules.ignored_file(lexical.name)
-        if reason is not None:
-            raise NoteError("EINVAL", f"{relpath} would not be indexed: {reason}")
+        parts = relpath.split("/")
+        for part in parts:
+            if any(unicodedata.category(c) in REFUSED_CATEGORIES for c in part):
+                raise NoteError(
+                    "EINVAL",
+                    f"the name {part!a} holds a control character or line separator:"
+                    " notes are named in printable text",
+                )
+            if len(os.fsencode(part)) > NAME_MAX:
+                raise NoteError(
+                    "ENAMETOOLONG", f"a name is longer than {NAME_MAX} bytes: {_short(part)}"
+                )
+        if len(parts) > MAX_DEPTH + 1:
+            raise NoteError(
+                "EINVAL", f"{_short(relpath)} is {len(parts) - 1} folders deep; at most {MAX_DEPTH}"
+            )
         return Located(root, lexical, relpath)
 
     def _encode(self, content: str) -> bytes:
@@ -288,15 +326,11 @@ class Notes:
             raise NoteError("EILSEQ", f"{located.relpath} is not UTF-8 text") from None
 
     @staticmethod
-    async def _current(located: Located, *, must_exist: bool) -> bytes | None:
-        try:
-            return await anyio.to_thread.run_sync(located.path.read_bytes)
-        except FileNotFoundError:
-            if must_exist:
-                raise NoteError("ENOENT", f"{located.relpath} does not exist") from None
-            return None
-        except OSError as exc:
-            raise _failed("read", located, exc) from None
+    async def _current(note: NoteFile, *, must_exist: bool) -> bytes | None:
+        data = await anyio.to_thread.run_sync(note.read)
+        if data is None and must_exist:
+            raise NoteError("ENOENT", f"{note.located.relpath} does not exist")
+        return data
 
     @staticmethod
     def _check_match(located: Located, old: bytes | None, if_match: str | None) -> None:
@@ -335,66 +369,7 @@ def _occurrences(located: Located, text: str, old_text: str, found: int) -> str:
     )
 
 
-def _code(exc: OSError) -> str:
-    return errno.errorcode.get(exc.errno or 0, "EIO")
-
-
-def _failed(doing: str, located: Located, exc: OSError) -> NoteError:
-    return NoteError(_code(exc), f"cannot {doing} {located.relpath}: {exc.strerror}")
-
-
-def _umask() -> int:
-    with contextlib.suppress(OSError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    return 0o022
-
-
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``path`` atomically: a temporary file beside it, fsynced, renamed over it,
-    then the folder fsynced so the rename itself survives a crash."""
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{WRITING_MARK}", dir=path.parent)
-    except OSError as exc:
-        raise NoteError(_code(exc), f"cannot write {path.name}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fchmod(out.fileno(), mode)
-            os.fsync(out.fileno())
-        os.rename(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise NoteError(_code(exc), f"cannot write {path.name}: {exc.strerror}") from None
-    _sync_dir(path.parent)
-
-
-def _rename(src: Located, dst: Located, overwrite: bool) -> None:
-    if os.path.isdir(dst.path):
-        raise NoteError("EISDIR", f"{dst.relpath} is a directory")
-    if os.path.lexists(dst.path) and not overwrite:
-        raise NoteError("EEXIST", f"{dst.relpath} exists; pass overwrite to replace it")
-    try:
-        dst.path.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src.path, dst.path)
-    except OSError as exc:
-        raise _failed("move", src, exc) from None
-    _sync_dir(dst.path.parent)
-    if src.path.parent != dst.path.parent:
-        _sync_dir(src.path.parent)
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _short(text: str) -> str:
+    """A path or name cut for an error message, its control characters escaped."""
+    cut = text if len(text) <= 60 else f"{text[:28]}...{text[-28:]}"
+    return cut if cut.isprintable() else ascii(cut)
