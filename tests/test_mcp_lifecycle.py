@@ -15,13 +15,13 @@ import httpx2
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from conftest import Daemon, MakeDaemon, wait_for, write
-from mcp import Client
 from mcp_helpers import (
     CLIENT_TIMEOUT,
     FRONT_END,
     corpus,
     front_end_env,
     http_front_end,
+    mcp_http,
     mcp_stdio,
     structured,
     text,
@@ -195,13 +195,14 @@ async def test_twenty_front_ends_at_once_survive_a_daemon_restart(daemon: Daemon
 async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon) -> None:
     corpus(daemon.root)
     await daemon.refresh()
-    async with http_front_end(daemon.socket) as (url, proc):
+    async with http_front_end(daemon.socket) as front:
+        url, proc = front.url, front.proc
         assert url.startswith("http://127.0.0.1:")
         assert url.endswith("/mcp")
         results: list[int] = []
 
         async def one(query: str) -> None:
-            async with Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as client:
+            async with mcp_http(url, front.token) as client:
                 found = structured(await client.call_tool("search", {"query": query}))
                 results.append(found["total_hits"])
                 seen: list[float] = []
@@ -227,6 +228,7 @@ async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {front.token}",
         }
         async with httpx2.AsyncClient(timeout=CLIENT_TIMEOUT) as http:
             rebinding = await http.post(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from kbindex.mcpfront.app import parse_args, transport_security
+from kbindex.mcpfront.app import parse_args
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
+from kbindex.mcpfront.httpserver import transport_security
 from kbindex.mcpfront.repeats import RepeatFilter
 from kbindex.mcpfront.resources import mime_type, path_of
 from kbindex.mcpfront.results import BUDGET, file_uri, read_file, split_numbered
