@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import stat
-import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -128,15 +126,6 @@ def try_everything(port: int, token_file: Path, secret: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def private_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="kbhttp-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
 async def notes_daemon(make_daemon: MakeDaemon, tmp_path: Path) -> Daemon:
     d = with_writable_root(make_daemon, tmp_path)
     write(d.root / "secret.md", f"# Secret\n\n{SECRET}\n")
@@ -175,12 +164,13 @@ async def test_another_user_without_the_token_is_refused_and_reads_nothing(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # three kbindex-mcp starts, each about a second of imports
 async def test_the_users_client_with_the_token_is_served_end_to_end(
-    daemon: Daemon, private_dir: Path
+    daemon: Daemon, sockdir: Path
 ) -> None:
     write(daemon.root / "docs" / "fish.md", f"# Fish\n\n{SECRET}\n")
     await daemon.refresh()
-    token_file = private_dir / "kbindex" / "mcp-http.token"
+    token_file = sockdir / "kbindex" / "mcp-http.token"
     async with http_front_end(daemon.socket, token_file=token_file) as front:
         token_dir = front.token_file.parent
         assert stat.S_IMODE(front.token_file.stat().st_mode) == 0o600
@@ -277,6 +267,7 @@ def open_fds(pid: int) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)
 @needs_root
 async def test_a_flood_from_another_user_leaves_the_users_client_served(daemon: Daemon) -> None:
     """Thousands of session requests and of connections that send nothing, from another

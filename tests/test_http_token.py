@@ -11,7 +11,6 @@ import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,17 +19,8 @@ from kbindex.mcpfront.credential import Credential, UnsafeTokenFile, default_tok
 from test_trust import as_user, needs_root, throwaway_uids
 
 
-@pytest.fixture
-def base() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="kbtoken-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def test_the_token_is_made_private_kept_and_renewed(base: Path) -> None:
-    path = base / "kbindex" / "mcp-http.token"
+def test_the_token_is_made_private_kept_and_renewed(sockdir: Path) -> None:
+    path = sockdir / "kbindex" / "mcp-http.token"
     made = credential.load(str(path))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -42,10 +32,10 @@ def test_the_token_is_made_private_kept_and_renewed(base: Path) -> None:
     assert sorted(os.listdir(path.parent)) == ["mcp-http.token"]  # no temporary left
 
 
-def test_processes_starting_together_agree_on_one_token(base: Path) -> None:
+def test_processes_starting_together_agree_on_one_token(sockdir: Path) -> None:
     """The server and a ``--print-token`` run at the same moment must not each make
     (and print) a token of their own."""
-    path = str(base / "kbindex" / "mcp-http.token")
+    path = str(sockdir / "kbindex" / "mcp-http.token")
     tokens: list[str] = []
     threads = [
         threading.Thread(target=lambda: tokens.append(credential.load(path).reveal()))
@@ -69,10 +59,12 @@ def test_only_the_token_itself_is_accepted() -> None:
 
 
 @pytest.mark.parametrize("problem", ["link", "group-writable", "readable-file", "linked-file"])
-def test_an_unsafe_place_for_the_token_is_refused_with_the_reason(base: Path, problem: str) -> None:
-    elsewhere = base / "elsewhere"
+def test_an_unsafe_place_for_the_token_is_refused_with_the_reason(
+    sockdir: Path, problem: str
+) -> None:
+    elsewhere = sockdir / "elsewhere"
     elsewhere.mkdir(mode=0o700)
-    directory = base / "kbindex"
+    directory = sockdir / "kbindex"
     if problem == "link":
         directory.symlink_to(elsewhere)
     else:
