@@ -23,6 +23,7 @@ import hmac
 import os
 import re
 import secrets
+import shlex
 import stat
 from collections.abc import Mapping
 from typing import Final
@@ -57,6 +58,12 @@ class Credential:
         self.path = path
         self._expected = token.encode("ascii")
 
+    def print_command(self) -> str:
+        """The command that prints this token (for the messages that point to it)."""
+        if self.path == default_token_path():
+            return "kbindex-mcp --print-token"
+        return f"kbindex-mcp --print-token --token-file {shlex.quote(self.path)}"
+
     def reveal(self) -> str:
         """The token itself (for ``--print-token``)."""
         return self._expected.decode("ascii")
@@ -85,7 +92,7 @@ def load(path: str | None = None) -> Credential:
             token = _install(dir_fd, name, _new_token(), replace=False, path=path)
     finally:
         os.close(dir_fd)
-    return Credential(token, path)
+    return Credential(token, os.path.join(directory, name))
 
 
 def renew(path: str | None = None) -> Credential:
@@ -101,7 +108,7 @@ def renew(path: str | None = None) -> Credential:
             token = _install(dir_fd, name, _new_token(), replace=True, path=path)
     finally:
         os.close(dir_fd)
-    return Credential(token, path)
+    return Credential(token, os.path.join(directory, name))
 
 
 def _new_token() -> str:

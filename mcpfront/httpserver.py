@@ -107,7 +107,7 @@ class TokenGate:
         message = (
             f"kbindex-mcp needs its token on every request: 'Authorization: Bearer <token>'. "
             f"The token is in {token.path} (readable only by the user who runs the server); "
-            f"print it with: kbindex-mcp --print-token"
+            f"print it with: {token.print_command()}"
         )
         error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}}
         self._body = json.dumps(error).encode()
@@ -194,7 +194,7 @@ async def serve_http(args: argparse.Namespace) -> None:
         # --port 0 the only way to learn the port).
         sys.stderr.write(
             f"kbindex-mcp: serving MCP on http://{_host_header(args.host)}:{port}{HTTP_PATH} "
-            f"(clients send the token in {token.path}: kbindex-mcp --print-token)\n"
+            f"(clients send the token in {token.path}: {token.print_command()})\n"
         )
         sys.stderr.flush()
 

@@ -123,3 +123,12 @@ def test_a_runtime_directory_made_first_by_another_user_is_refused(shape: str) -
             planted.unlink()
         shutil.rmtree(planted, ignore_errors=True)
         shutil.rmtree(theirs, ignore_errors=True)
+
+
+def test_messages_name_the_command_that_prints_this_token(sockdir: Path) -> None:
+    elsewhere = credential.load(str(sockdir / "kbindex" / "mcp-http.token"))
+    command = elsewhere.print_command()
+    assert command == f"kbindex-mcp --print-token --token-file {sockdir}/kbindex/mcp-http.token"
+    assert Credential("t" * 43, default_token_path()).print_command() == (
+        "kbindex-mcp --print-token"
+    )
