@@ -6,8 +6,8 @@ to kbindexd over its Unix socket. Two ways to run:
 * stdio (default): one process per MCP client, launched by the client. stdout carries
   nothing but protocol, logs go to stderr. It exits when stdin reaches EOF and when its
   parent process dies, so a crashed client leaves no orphan behind.
-* ``--http``: one long-running process serving many MCP clients over Streamable HTTP,
-  loopback only by default, with Host/Origin validation against DNS rebinding.
+* ``--http``: one long-running process serving many MCP clients over Streamable HTTP
+  (httpserver.py): loopback only by default, every request carrying the user's token.
 """
 
 from __future__ import annotations
@@ -15,23 +15,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import socket
 import sys
 from collections.abc import Sequence
 from typing import Final
 
 import anyio
-from kbindex.mcpfront import LAUNCHED_BY
+from kbindex.mcpfront import LAUNCHED_BY, credential
 from kbindex.mcpfront.backend import Backend
+from kbindex.mcpfront.httpserver import DEFAULT_PORT, serve_http
 from kbindex.proto.address import SOCKET_ENV
-from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger("kbindex.mcpfront")
 
-DEFAULT_PORT: Final = 8751
-HTTP_PATH: Final = "/mcp"
 ORPHAN_CHECK_SECONDS: Final = 0.5
-_LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -72,6 +68,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="extra allowed Host header for --http (repeatable)",
     )
     parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="the --http server's bearer token (default: mcp-http.token in the per-user "
+        "runtime directory, made on first use)",
+    )
+    token = parser.add_mutually_exclusive_group()
+    token.add_argument(
+        "--print-token",
+        action="store_true",
+        help="print the --http server's token (made if there is none) and exit",
+    )
+    token.add_argument(
+        "--new-token",
+        action="store_true",
+        help="replace the token with a new one, print it and exit (restart the server)",
+    )
+    parser.add_argument(
         "--log-level",
         default="WARNING",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -88,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level,
         format="%(asctime)s kbindex-mcp[%(process)d] %(levelname)s %(name)s: %(message)s",
     )
+    if args.print_token or args.new_token:
+        return print_token(args.token_file, new=args.new_token)
     try:
         if args.http:
             anyio.run(serve_http, args)
@@ -102,6 +117,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except BrokenPipeError:
         return 0
+    return 0
+
+
+def print_token(path: str | None, *, new: bool) -> int:
+    """Write the token to stdout (for ``$(kbindex-mcp --print-token)``): no MCP is
+    spoken by this command, so stdout is free for it."""
+    try:
+        token = credential.renew(path) if new else credential.load(path)
+    except (credential.UnsafeTokenFile, OSError) as exc:
+        sys.stderr.write(f"kbindex-mcp: cannot use the token file: {exc}\n")
+        return 2
+    sys.stdout.write(f"{token.reveal()}\n")
     return 0
 
 
@@ -136,82 +163,6 @@ async def exit_when_orphaned(parent: int, interval: float = ORPHAN_CHECK_SECONDS
             log.warning("parent process %d is gone; exiting", parent)
             logging.shutdown()
             os._exit(0)
-
-
-# ------------------------------------------------------------------ http
-
-
-def _host_header(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def transport_security(
-    host: str, port: int, extra_hosts: Sequence[str] = (), extra_origins: Sequence[str] = ()
-) -> TransportSecuritySettings:
-    """Host/Origin allow-lists: a DNS-rebinding page sends its own hostname as Host,
-    so only our own address (and loopback names when bound to loopback) may appear."""
-    names = {_host_header(host)}
-    if host in _LOOPBACK:
-        names |= {"127.0.0.1", "localhost", "[::1]"}
-    hosts = sorted(f"{name}:{port}" for name in names) + list(extra_hosts)
-    # Any port on our own names: browser-based clients such as the MCP Inspector run
-    # on their own port (Origin http://localhost:6274) and talk to us directly.
-    origins = sorted(f"http://{name}:*" for name in names) + list(extra_origins)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
-
-
-def bind(host: str, port: int) -> socket.socket:
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    sock.set_inheritable(True)
-    return sock
-
-
-async def serve_http(args: argparse.Namespace) -> None:
-    import uvicorn
-    from kbindex.mcpfront.server import build
-
-    if args.host not in _LOOPBACK:
-        log.warning(
-            "serving on %s: every machine that can reach it can read the indexed files; "
-            "there is no authentication",
-            args.host,
-        )
-    try:
-        sock = bind(args.host, args.port)
-    except OSError as exc:
-        sys.stderr.write(f"kbindex-mcp: cannot listen on {args.host}:{args.port}: {exc}\n")
-        raise SystemExit(2) from None
-    port = sock.getsockname()[1]
-    security = transport_security(args.host, port, args.allow_host, args.allow_origin)
-    async with Backend.open(args.socket) as backend:
-        server = build(backend)
-        starlette_app = server.streamable_http_app(
-            streamable_http_path=HTTP_PATH, transport_security=security, host=args.host
-        )
-        config = uvicorn.Config(
-            starlette_app,
-            log_config=None,  # uvicorn's default config logs access lines to stdout
-            access_log=False,
-            lifespan="on",
-            log_level=args.log_level.lower(),
-        )
-        # Said unconditionally on stderr: it is the one line a user needs (and with
-        # --port 0 the only way to learn the port).
-        sys.stderr.write(
-            f"kbindex-mcp: serving MCP on http://{_host_header(args.host)}:{port}{HTTP_PATH}\n"
-        )
-        sys.stderr.flush()
-        await uvicorn.Server(config).serve(sockets=[sock])
 
 
 if __name__ == "__main__":

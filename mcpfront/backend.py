@@ -9,6 +9,8 @@ backend drops that connection, opens a new one and sends the request once more: 
 reads are idempotent, so resending them is safe. A note change is not (an append sent
 twice appends twice), so it is sent again only when it never left (``NotSent``); lost
 after it was written, it is reported, and the reply hash tells the agent what is there.
+A request that times out retires its connection: later requests go over a new one, and
+the old one is closed once nothing else waits on it.
 """
 
 from __future__ import annotations
@@ -126,6 +128,31 @@ class Backend:
             self._current = None
             current[1].set()
 
+    def _retire(self, client: Client) -> None:
+        """Send nothing more over ``client``'s connection and close it once the requests
+        still on it are answered; the next request opens a new one.
+
+        Why not keep it: a request the daemon never answered holds one of the
+        connection's slots there (a daemon runs a bounded number per connection), and a
+        connection stuck in a daemon that hangs would take every later request down with
+        it, while a new connection reaches a daemon started in its place. Why not close it
+        at once: requests of other sessions may be on it, and a note change lost after it
+        was sent cannot be sent again."""
+        current = self._current
+        if current is None or current[0] is not client:
+            return
+        self._current = None
+        log.warning("kbindexd did not answer in time; later requests go over a new connection")
+        release = current[1]
+
+        async def close_when_idle() -> None:
+            try:
+                await client.wait_idle()
+            finally:
+                release.set()
+
+        self._tg.start_soon(close_when_idle)
+
     def start_soon(self, task: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``task`` in the background for as long as the backend is open."""
         self._tg.start_soon(task)
@@ -138,13 +165,15 @@ class Backend:
         resend: bool = True,
     ) -> T:
         """Run ``operation`` on the shared connection; reconnect and retry once if it was
-        lost (with ``resend`` false, only if the request never left)."""
+        lost (with ``resend`` false, only if the request never left). A request not
+        answered within ``seconds`` retires its connection (``_retire``)."""
+        used: Client | None = None
         try:
             with anyio.fail_after(seconds):
                 for attempt in (1, 2):
                     client: Client | None = None
                     try:
-                        client = await self._client()
+                        client = used = await self._client()
                         return await operation(client)
                     except ConnectionLost as exc:
                         # Also raised by a daemon that accepts and closes at once (stopping).
@@ -162,6 +191,8 @@ class Backend:
                         if client is not None:
                             self._drop(client)
         except TimeoutError:
+            if used is not None:
+                self._retire(used)
             raise DaemonTimeout(f"kbindexd did not answer within {seconds:g} s") from None
         raise AssertionError("unreachable")
 

@@ -118,6 +118,7 @@ class Client:
         self._ids = itertools.count(1)
         self._pending: dict[int, MemoryObjectSendStream[Reply | ClientError] | _Final] = {}
         self._closed: ClientError | None = None
+        self._idle: anyio.Event | None = None
         self.socket_path = socket_path
         self.server: HelloReply | None = None
 
@@ -203,7 +204,7 @@ class Client:
                     if not isinstance(item, Progress):
                         return
         finally:
-            del self._pending[rid]
+            self._forget(rid)
             send.close()
 
     async def request(self, request: Request, expect: type[R]) -> R:
@@ -217,12 +218,24 @@ class Client:
             await self._send(request, rid)
             await final.arrived.wait()
         finally:
-            del self._pending[rid]
+            self._forget(rid)
         assert final.value is not None
         reply = checked(final.value)
         if not isinstance(reply, expect):
             raise DaemonError(ErrorCode.INTERNAL, f"unexpected reply {type(reply).__name__}")
         return reply
+
+    def _forget(self, rid: int) -> None:
+        del self._pending[rid]
+        if not self._pending and self._idle is not None:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once no request on this connection is waiting for its reply (a request
+        given up by its caller no longer waits)."""
+        while self._pending:
+            self._idle = anyio.Event()
+            await self._idle.wait()
 
     async def _send(self, request: Request, rid: int) -> None:
         body = _encoder.encode(msgspec.structs.replace(request, id=rid))

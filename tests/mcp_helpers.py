@@ -9,18 +9,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
-from conftest import write
+from conftest import LAUNCHER, write
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 FRONT_END = str(Path(sys.executable).parent / "kbindex-mcp")
 CLIENT_TIMEOUT = 20.0
@@ -86,25 +91,79 @@ def serving_url(stderr_text: str) -> str | None:
     return match.group(1) if match else None
 
 
+@dataclass
+class HttpFrontEnd:
+    url: str
+    proc: Process
+    token_file: Path
+    stderr: list[str]
+    """What the front end wrote on stderr up to the serving line (more with ``read_log``)."""
+
+    @property
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    @property
+    def port(self) -> int:
+        return int(self.url.split(":")[2].split("/")[0])
+
+    async def read_log(self) -> str:
+        """All of stderr, once the process has exited."""
+        assert self.proc.stderr is not None
+        async for chunk in TextReceiveStream(self.proc.stderr):
+            self.stderr.append(chunk)
+        return "".join(self.stderr)
+
+
 @asynccontextmanager
-async def http_front_end(socket: Path | str, *extra: str) -> AsyncIterator[tuple[str, Process]]:
-    """A ``kbindex-mcp --http --port 0`` process and the URL it reports on stderr."""
-    command = [FRONT_END, "--socket", str(socket), "--http", "--port", "0", *extra]
-    async with await anyio.open_process(command, env=front_end_env()) as proc:
-        assert proc.stderr is not None
-        seen = ""
-        try:
-            with anyio.fail_after(CLIENT_TIMEOUT):
-                async for chunk in TextReceiveStream(proc.stderr):
-                    seen += chunk
-                    url = serving_url(seen)
-                    if url:
-                        break
-                else:
-                    raise AssertionError(f"kbindex-mcp --http exited:\n{seen}")
-            yield url, proc
-        finally:
-            if proc.returncode is None:
-                proc.terminate()
-                with anyio.fail_after(CLIENT_TIMEOUT, shield=True):
-                    await proc.wait()
+async def http_front_end(
+    socket: Path | str, *extra: str, nofile: int = 0, token_file: Path | None = None
+) -> AsyncIterator[HttpFrontEnd]:
+    """A ``kbindex-mcp --http --port 0`` process, its URL (from stderr) and its token file
+    (``token_file``, else one in a private directory removed afterwards); with
+    ``nofile``, that open-file limit."""
+    tokens = Path(tempfile.mkdtemp(prefix="kbtok-", dir="/tmp"))
+    token_file = token_file or tokens / "mcp-http.token"
+    command = [FRONT_END, "--socket", str(socket), "--http", "--port", "0"]
+    command += ["--token-file", str(token_file), *extra]
+    if nofile:
+        command = [sys.executable, "-c", LAUNCHER, str(nofile), *command]
+    try:
+        async with await anyio.open_process(command, env=front_end_env()) as proc:
+            assert proc.stderr is not None
+            seen = ""
+            try:
+                with anyio.fail_after(CLIENT_TIMEOUT):
+                    async for chunk in TextReceiveStream(proc.stderr):
+                        seen += chunk
+                        url = serving_url(seen)
+                        if url:
+                            break
+                    else:
+                        raise AssertionError(f"kbindex-mcp --http exited:\n{seen}")
+                yield HttpFrontEnd(url, proc, token_file, [seen])
+            finally:
+                if proc.returncode is None:
+                    proc.terminate()
+                    with anyio.fail_after(CLIENT_TIMEOUT, shield=True):
+                        await proc.wait()
+    finally:
+        shutil.rmtree(tokens, ignore_errors=True)
+
+
+@asynccontextmanager
+async def mcp_http(url: str, token: str | None, **options: Any) -> AsyncIterator[Client]:
+    """An MCP client session over Streamable HTTP that sends ``token`` on every request
+    (as hosts do with a configured ``Authorization`` header)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    # The SDK's own timeouts for its HTTP client: a response stream may stay open.
+    timeout = httpx2.Timeout(30, read=300)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            read_timeout_seconds=CLIENT_TIMEOUT,
+            **options,
+        ) as client,
+    ):
+        yield client

@@ -15,13 +15,15 @@ import httpx2
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from conftest import Daemon, MakeDaemon, wait_for, write
-from mcp import Client
+from kbindex.mcpfront import backend as backend_module
+from kbindex.mcpfront.backend import Backend, DaemonTimeout
 from mcp_helpers import (
     CLIENT_TIMEOUT,
     FRONT_END,
     corpus,
     front_end_env,
     http_front_end,
+    mcp_http,
     mcp_stdio,
     structured,
     text,
@@ -195,13 +197,14 @@ async def test_twenty_front_ends_at_once_survive_a_daemon_restart(daemon: Daemon
 async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon) -> None:
     corpus(daemon.root)
     await daemon.refresh()
-    async with http_front_end(daemon.socket) as (url, proc):
+    async with http_front_end(daemon.socket) as front:
+        url, proc = front.url, front.proc
         assert url.startswith("http://127.0.0.1:")
         assert url.endswith("/mcp")
         results: list[int] = []
 
         async def one(query: str) -> None:
-            async with Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as client:
+            async with mcp_http(url, front.token) as client:
                 found = structured(await client.call_tool("search", {"query": query}))
                 results.append(found["total_hits"])
                 seen: list[float] = []
@@ -227,6 +230,7 @@ async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {front.token}",
         }
         async with httpx2.AsyncClient(timeout=CLIENT_TIMEOUT) as http:
             rebinding = await http.post(
@@ -246,3 +250,36 @@ async def test_http_serves_many_clients_and_rejects_foreign_hosts(daemon: Daemon
             await proc.wait()
         assert proc.stdout is not None
         assert b"".join([chunk async for chunk in proc.stdout]) == b""
+
+
+async def test_a_request_that_times_out_sends_later_ones_over_a_new_connection(
+    make_daemon: MakeDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kbindexd stops answering (SIGSTOP: alive, connections open, nothing read) and a
+    successor serves the same socket path, as a supervisor would start one. Before: the
+    front end kept the stuck connection, so every later call waited on it and timed out
+    too. The front end's own Backend, in-process, with a one-second timeout."""
+    monkeypatch.setattr(backend_module, "REQUEST_TIMEOUT", 1.0)
+    stuck = make_daemon()
+    corpus(stuck.root)
+    await stuck.start()
+    assert stuck.proc is not None
+    async with Backend.open(stuck.socket) as backend:
+        assert [h.relpath for h in (await backend.search("zebrafish", 5, None)).hits]
+        stuck.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(DaemonTimeout):
+                await backend.search("zebrafish", 5, None)
+            # The stuck daemon keeps its socket and lock under other names, as if gone.
+            stuck.socket.rename(stuck.socket.with_name("stuck.sock"))
+            lock = stuck.socket.with_name(stuck.socket.name + ".lock")
+            lock.rename(lock.with_name("stuck.sock.lock"))
+            successor = make_daemon(stuck.root)
+            successor.state_dir = tmp_path / "successor-state"
+            successor.log_path = tmp_path / "successor.log"
+            await successor.start()
+            with anyio.fail_after(CLIENT_TIMEOUT):
+                found = await backend.search("zebrafish", 5, None)
+            assert [h.relpath for h in found.hits] == ["a b/späce.md"]
+        finally:
+            stuck.proc.send_signal(signal.SIGCONT)

@@ -14,10 +14,9 @@ import pytest
 from conftest import Daemon, MakeDaemon, with_writable_root, write
 from kbindex.mcpfront.resources import LISTED_NOTES
 from kbindex.mcpfront.results import file_uri
-from mcp import Client
 from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_helpers import CLIENT_TIMEOUT, http_front_end, mcp_stdio, structured, text
+from mcp_helpers import http_front_end, mcp_http, mcp_stdio, structured, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -347,16 +346,15 @@ async def test_one_http_front_end_tells_each_of_its_subscribers(notes: Daemon) -
             assert str(message.params.uri) == uri
             told.set()
 
-    async with http_front_end(notes.socket) as (url, _):
-        async with Client(url, read_timeout_seconds=CLIENT_TIMEOUT, mode="legacy") as gone:
+    async with http_front_end(notes.socket) as front:
+        url, token = front.url, front.token
+        async with mcp_http(url, token, mode="legacy") as gone:
             with pytest.warns(MCPDeprecationWarning):
                 await gone.subscribe_resource(uri)
         async with (
-            Client(
-                url, read_timeout_seconds=CLIENT_TIMEOUT, mode="legacy", message_handler=on_message
-            ) as old,
-            Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as new,
-            Client(url, read_timeout_seconds=CLIENT_TIMEOUT) as writer,
+            mcp_http(url, token, mode="legacy", message_handler=on_message) as old,
+            mcp_http(url, token) as new,
+            mcp_http(url, token) as writer,
         ):
             with pytest.warns(MCPDeprecationWarning):
                 await old.subscribe_resource(uri)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
-from kbindex.mcpfront.app import parse_args, transport_security
+from kbindex.mcpfront.app import parse_args
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
+from kbindex.mcpfront.httpserver import transport_security
+from kbindex.mcpfront.repeats import RepeatFilter
 from kbindex.mcpfront.resources import mime_type, path_of
 from kbindex.mcpfront.results import BUDGET, file_uri, read_file, split_numbered
 from kbindex.mcpfront.tools import _ProgressTracker
@@ -148,3 +152,45 @@ def test_http_security_allows_only_our_own_names() -> None:
     assert lan.allowed_hosts == ["192.168.1.5:9000"]
     args = parse_args(["--http", "--port", "0", "--log-level", "debug"])
     assert (args.http, args.port, args.log_level, args.host) == (True, 0, "DEBUG", "127.0.0.1")
+
+
+def test_a_repeated_log_statement_is_said_once_then_counted() -> None:
+    now = [0.0]
+    repeats = RepeatFilter(window=60, clock=lambda: now[0])
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    log = logging.getLogger("tests.repeats")
+    log.propagate = False
+
+    def refuse(peer: str) -> None:
+        log.warning("refused a request from %s", peer)  # one statement, many texts
+
+    handler = Keep()
+    handler.addFilter(repeats)
+    log.addHandler(handler)
+    try:
+        for n in range(10_000):
+            refuse(f"peer {n}")
+        log.warning("something else")
+        now[0] = 30.0
+        repeats.flush()
+        assert records == [
+            "refused a request from peer 0",
+            "something else",
+            "refused a request from peer 0 [repeated 9999 more times in 30 s]",
+        ]
+        refuse("peer x")  # still counted, not said
+        now[0] = 90.0
+        repeats.flush()
+        repeats.flush()  # quiet for a window: forgotten
+        refuse("peer y")
+        assert records[3:] == [
+            "refused a request from peer 0 [repeated 1 more times in 60 s]",
+            "refused a request from peer y",
+        ]
+    finally:
+        log.removeHandler(handler)
