@@ -72,8 +72,9 @@ async def run(
     """Run the daemon until a signal stops it. ``reread`` resolves the settings again
     (from the same flags, environment and file) when SIGHUP asks for a reload."""
     notifier = notifier or Notifier.from_environ()
+    roots = Roots(settings.roots)
     with ExitStack() as stack:
-        index = _index(settings)
+        index = _index(settings, roots)
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -87,7 +88,7 @@ async def run(
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
         try:
-            await _serve(settings, index, readers, notifier, inherited, reread)
+            await _serve(settings, roots, index, readers, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -98,13 +99,13 @@ async def run(
 
 async def _serve(
     settings: Settings,
+    roots: Roots,
     index: Index,
     readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
 ) -> None:
-    roots = Roots(settings.roots)
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
         excluded_extensions=settings.excluded_extensions,
@@ -171,8 +172,9 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _index(settings: Settings) -> Index:
-    """The index backend the settings choose."""
+def _index(settings: Settings, roots: Roots) -> Index:
+    """The index backend the settings choose. SQLite reads the files for what it shows
+    of them (it keeps no text), from ``roots`` only."""
     if settings.backend == "postgres":
         # Imported here: psycopg is an optional extra (kbindex[postgres]).
         try:
@@ -182,7 +184,7 @@ def _index(settings: Settings) -> Index:
                 f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
             ) from None
         return PgIndex(settings.dsn, settings.machine)
-    return SqliteIndex(settings.db_path)
+    return SqliteIndex(settings.db_path, roots)
 
 
 def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning:
