@@ -42,7 +42,12 @@ from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
 from kbindex.daemon.serving.control import Control
-from kbindex.daemon.serving.instance import AlreadyRunning, Instance, UnsafeDirectory
+from kbindex.daemon.serving.instance import (
+    AlreadyRunning,
+    Instance,
+    UnsafeDirectory,
+    UnsafeStateDirectory,
+)
 from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
@@ -343,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
-    except (StateDirUnusable, BackendMissing, IndexRefused) as exc:
+    except (StateDirUnusable, UnsafeStateDirectory, BackendMissing, IndexRefused) as exc:
         log.error("%s", exc)
         return 2  # a restart would not help: not retried by the unit
     except KeyboardInterrupt:
