@@ -261,7 +261,11 @@ def run_service(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     command: Command = args.run
-    with BlockingClient.connect(args.socket, client_name="kbctl") as client:
+    # On a terminal, what the daemon sends is made safe to show (render.TerminalClient);
+    # --json is data, escaped by JSON itself.
+    on_terminal = sys.stdout.isatty() and not getattr(args, "json", False)
+    client_type = render.TerminalClient if on_terminal else BlockingClient
+    with client_type.connect(args.socket, client_name="kbctl") as client:
         return command(client, args)
 
 
@@ -290,10 +294,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         return _run(args)
     except DaemonError as exc:
-        print(f"kbctl: {exc.message} [{exc.code}]", file=sys.stderr)
+        print(render.shown(f"kbctl: {exc.message} [{exc.code}]", sys.stderr), file=sys.stderr)
         return failed
     except ClientError as exc:
-        print(f"kbctl: {exc}", file=sys.stderr)
+        print(render.shown(f"kbctl: {exc}", sys.stderr), file=sys.stderr)
         return failed
     except KeyboardInterrupt:
         return 130
