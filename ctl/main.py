@@ -290,6 +290,7 @@ def _main(argv: list[str] | None) -> int:
         # Subcommands that do not talk to the daemon (service management).
         result: int = args.func(args)
         return result
+    _carried(args)
     failed: int = getattr(args, "error_status", 1)
     try:
         return _run(args)
@@ -301,6 +302,23 @@ def _main(argv: list[str] | None) -> int:
         return failed
     except KeyboardInterrupt:
         return 130
+
+
+LOCAL_ARGUMENTS = frozenset({"socket", "old_file", "new_file"})
+"""Arguments kbctl opens itself rather than sends: their names stay as the bytes."""
+
+
+def _carried(args: argparse.Namespace) -> None:
+    """Every argument sent to the daemon as the protocol can carry it (``paths.wire``):
+    a query, a glob or a note's name typed with bytes that are not UTF-8 is sent with
+    them as ``\\xNN`` (a file PATH already is, by ``paths.given``)."""
+    for name, value in vars(args).items():
+        if name in LOCAL_ARGUMENTS:
+            continue
+        if isinstance(value, str):
+            setattr(args, name, paths.wire(value))
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            setattr(args, name, [paths.wire(v) for v in value])
 
 
 def run() -> NoReturn:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbindex.daemon.indexing.textfile import real_path
+from kbindex.daemon.indexing.textfile import display_path, real_path
 
 MAX_PATH_CHARS = 4096
 
@@ -103,13 +103,25 @@ class Roots:
         else:
             candidates = [root / candidate for root in self.paths]
             # Prefer the root where the file exists; otherwise the first root decides.
-            existing = [c for c in candidates if os.path.lexists(c)]
+            existing = [c for c in candidates if _on_disk(str(c))]
             candidates = existing or candidates[:1]
-        real = Path(os.path.realpath(candidates[0]))
+        # A name that is not UTF-8 comes as the daemon shows it (``display_path``): its
+        # links are resolved on the name on disk, and the answer is shown again.
+        target = str(candidates[0])
+        real = Path(display_path(os.path.realpath(_on_disk(target) or target)))
         located = self.locate(real)
         if located is None:
             raise OutsideRoots(f"{user_path} is outside the indexed roots")
         return located
+
+
+def _on_disk(shown: str) -> str:
+    """The name on disk of a path as the daemon shows it (a file really named so
+    wins), or "" when neither exists."""
+    for name in (shown, real_path(shown)):
+        if os.path.lexists(name):
+            return name
+    return ""
 
 
 def _plain_dir(directory: str, known: dict[str, bool]) -> bool:
