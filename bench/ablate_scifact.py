@@ -37,6 +37,7 @@ from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, 
 from kbindex.daemon.indexing import textfile, tokens
 from kbindex.daemon.indexing.indexer import BATCH_FILES
 from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.searching.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.storage.engine import sqlite
@@ -60,7 +61,7 @@ def _files(root: Path) -> list[tuple[str, str]]:
 
 
 def index_with_store(root: Path, db_path: Path) -> float:
-    store = Store(db_path)
+    store = Store(db_path, Roots((root,)))
     store.open()
     started = time.perf_counter()
     batch: list[Any] = []

@@ -128,6 +128,7 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     from kbindex.daemon.indexing import textfile, tokens
     from kbindex.daemon.indexing.indexer import BATCH_FILES
     from kbindex.daemon.indexing.scanner import Seen
+    from kbindex.daemon.roots import Roots
     from kbindex.daemon.storage.store import Store
 
     # Time inside the derived-column functions, as documents.row_and_words calls them.
@@ -147,7 +148,7 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
 
     for name, fn in originals.items():
         setattr(tokens, name, timed(fn))
-    store = Store(db_path)
+    store = Store(db_path, Roots((Path(root),)))
     store.open()
     try:
         batch: list[Any] = []

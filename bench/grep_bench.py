@@ -51,6 +51,7 @@ from typing import Any
 import anyio
 import common
 from index_bench import warm_cache
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.storage.database import disk_bytes
 from kbindex.daemon.storage.engine import sqlite
@@ -377,7 +378,7 @@ def burst(sock: Path, cases: list[Case], clients: int, each: int) -> dict[str, A
     }
 
 
-def breakdown(db: Path, case: Case) -> dict[str, Any]:
+def breakdown(db: Path, tree: Path, case: Case) -> dict[str, Any]:
     """One pattern in-process on a read-only copy of the daemon's connection: the trigram
     and phrase queries, the candidate lookup, and ``Grepper.run`` (ripgrep over the
     candidates), each the median of 5."""
@@ -385,7 +386,7 @@ def breakdown(db: Path, case: Case) -> dict[str, Any]:
     flags = ripgrep.Flags(
         case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
     )
-    grepper = grep.Grepper()
+    grepper = grep.Grepper(Roots([tree]))
     steps: dict[str, list[float]] = {"required": [], "candidates": [], "ripgrep": []}
     found = None
     try:
@@ -600,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 entry = {**asdict(case), "label": case.label(), "measured": measured}
                 if args.breakdown:
-                    entry["breakdown"] = breakdown(db, case)
+                    entry["breakdown"] = breakdown(db, tree, case)
                     print(f"    in-process: {entry['breakdown']}")
                 results["cases"].append(entry)
         selective = [c for c in cases if c.kind in SELECTIVE]

@@ -53,6 +53,7 @@ import bare
 import common
 import report
 from index_bench import warm_cache
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import compile_query, render
 from kbindex.daemon.searching.searcher import search
 from kbindex.daemon.storage.database import disk_bytes
@@ -192,11 +193,12 @@ def phrase_from(conn: sqlite.Connection, middle: list[str], rng: random.Random) 
 
 
 def measure_queries(
-    daemon_db: Path, bare_db: Path, queries: dict[str, list[str]], rounds: int
+    daemon_db: Path, bare_db: Path, queries: dict[str, list[str]], rounds: int, tree: Path
 ) -> dict[str, Any]:
     """Each query on both in turn, ``rounds`` times after one untimed round: the machine
     drifts within minutes, so the two are measured side by side."""
-    store = Store(daemon_db)
+    roots = Roots((tree,))
+    store = Store(daemon_db, roots)
     store.open()
     bare_searcher = bare.Searcher(bare_db)
     times: dict[str, dict[str, list[float]]] = {"kbindexd": {}, "bare": {}}
@@ -209,7 +211,8 @@ def measure_queries(
                         bare_q = compile_query(q, "raw" if kind == "prefix" else "auto")
                         bare_ms = bare_searcher.ms(render(bare_q.match or ()))
                         t = time.perf_counter_ns()
-                        result = search(conn, compile_query(q, "auto"), 10, None)
+                        compiled = compile_query(q, "auto")
+                        result = search(conn, compiled, 10, None, within=roots.inside)
                         daemon_ms = (time.perf_counter_ns() - t) / 1e6
                         if r:
                             times["kbindexd"].setdefault(kind, []).append(daemon_ms)
@@ -393,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             if src.exists():
                 shutil.copyfile(src, f"{copy}{suffix}")
         queries = pick_queries(copy, work / "bare.sqlite3", daemon["full"]["indexed_files"], args)
-        searched = measure_queries(copy, work / "bare.sqlite3", queries, args.rounds)
+        searched = measure_queries(copy, work / "bare.sqlite3", queries, args.rounds, tree)
         searched["queries"] = queries
         print("rg...", flush=True)
         rg = measure_rg(tree, queries, args.rg_runs)

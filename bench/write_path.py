@@ -62,7 +62,7 @@ async def one_round(corpus: Path, mode: str) -> dict[str, float]:
     Checkpointer.wrote = _wrote if mode == "background" else lambda self: None  # type: ignore[method-assign]
     work = Path(tempfile.mkdtemp(prefix="kbindex-write-path-", dir="/tmp"))
     try:
-        store = Store(work / "index.sqlite3")
+        store = Store(work / "index.sqlite3", Roots([corpus]))
         await anyio.to_thread.run_sync(store.open)
         if mode == "sqlite":
             store.writer.execute("PRAGMA wal_autocheckpoint = 1000")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from kbindex.ctl import render as shown
 from kbindex.ctl import service
 from kbindex.proto.address import resolve_socket_path
 from kbindex.proto.client import Client, DaemonError, DaemonUnavailable
@@ -214,5 +215,9 @@ def run(args: argparse.Namespace) -> int:
     import anyio
 
     findings = anyio.run(diagnose, args.socket)
+    if sys.stdout.isatty():  # root paths and errors the daemon sent: made safe to show
+        findings = [
+            Finding(f.level, shown.terminal(f.what), shown.terminal(f.fix)) for f in findings
+        ]
     sys.stdout.write(render(findings) + "\n")
     return 1 if any(f.level == "FAIL" for f in findings) else 0

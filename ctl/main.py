@@ -350,7 +350,11 @@ def run_service(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     command: Command = args.run
-    with BlockingClient.connect(args.socket, client_name="kbctl") as client:
+    # On a terminal, what the daemon sends is made safe to show (render.TerminalClient);
+    # --json is data, escaped by JSON itself.
+    on_terminal = sys.stdout.isatty() and not getattr(args, "json", False)
+    client_type = render.TerminalClient if on_terminal else BlockingClient
+    with client_type.connect(args.socket, client_name="kbctl") as client:
         return command(client, args)
 
 
@@ -387,17 +391,35 @@ def _main(argv: list[str] | None) -> int:
         # Subcommands that do not talk to the daemon (service management).
         result: int = args.func(args)
         return result
+    _carried(args)
     failed: int = getattr(args, "error_status", 1)
     try:
         return _run(args)
     except DaemonError as exc:
-        print(f"kbctl: {exc.message} [{exc.code}]", file=sys.stderr)
+        print(render.shown(f"kbctl: {exc.message} [{exc.code}]", sys.stderr), file=sys.stderr)
         return failed
     except ClientError as exc:
-        print(f"kbctl: {exc}", file=sys.stderr)
+        print(render.shown(f"kbctl: {exc}", sys.stderr), file=sys.stderr)
         return failed
     except KeyboardInterrupt:
         return 130
+
+
+LOCAL_ARGUMENTS = frozenset({"socket", "old_file", "new_file"})
+"""Arguments kbctl opens itself rather than sends: their names stay as the bytes."""
+
+
+def _carried(args: argparse.Namespace) -> None:
+    """Every argument sent to the daemon as the protocol can carry it (``paths.wire``):
+    a query, a glob or a note's name typed with bytes that are not UTF-8 is sent with
+    them as ``\\xNN`` (a file PATH already is, by ``paths.given``)."""
+    for name, value in vars(args).items():
+        if name in LOCAL_ARGUMENTS:
+            continue
+        if isinstance(value, str):
+            setattr(args, name, paths.wire(value))
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            setattr(args, name, [paths.wire(v) for v in value])
 
 
 def run() -> NoReturn:

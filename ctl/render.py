@@ -1,17 +1,30 @@
-"""How kbctl shows daemon replies to a person (the --json forms bypass this)."""
+"""How kbctl shows daemon replies to a person (the --json forms bypass this).
+
+What the daemon sends holds text from files and their names, which anyone who can
+write a file in a root chose: an escape sequence in it would act on the terminal (set
+its title, clear it, rewrite what is shown). So when kbctl writes to a terminal, every
+string of a reply goes through ``terminal`` first, in one place: ``TerminalClient``,
+the client kbctl then talks through (and ``main`` for error messages). Piped, the
+bytes are left as they are: ``kbctl grep | ...`` prints what ``rg`` prints.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+from collections.abc import Iterator
+from typing import Any, Final, TextIO, TypeVar
 
 import msgspec
+from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.messages import (
     MATCH_CLOSE,
     MATCH_OPEN,
     FindFilesReply,
     Progress,
+    ReadFileReply,
+    Reply,
+    Request,
     SearchReply,
     SemanticStatus,
     StatusReply,
@@ -21,15 +34,82 @@ from kbindex.proto.report import ago
 BOLD = "\x1b[1m"
 RESET = "\x1b[0m"
 
+R = TypeVar("R", bound=Reply)
+
+_BIDI: Final = (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+"""The bidirectional embeddings, overrides and isolates ("Trojan Source",
+CVE-2021-42574): they reorder how the rest of a line is drawn, so a name or a line
+could show other than it reads. Text in right-to-left scripts displays without them."""
+_ESCAPES: Final = {
+    **{c: f"\\x{c:02x}" for c in range(0x20) if c != 0x09},  # C0; a tab is only space
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x7F: "\\x7f",
+    **{c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), *_BIDI)},  # C1, as \u: \xNN is a byte
+}
+_ONE_LINE: Final = str.maketrans(_ESCAPES)
+_JSON: Final = str.maketrans({c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), *_BIDI)})
+_LINES: Final = str.maketrans({c: e for c, e in _ESCAPES.items() if c != 0x0A})
+
+
+def terminal(text: str, *, lines: bool = False) -> str:
+    """``text`` safe to write to a terminal: control characters (C0 but the tab, DEL,
+    C1) and bidirectional controls shown as escapes (``\\x1b``, ``\\u202e``), as ``ls``
+    and ``git`` quote them. ``lines``: a file's text, whose line breaks stay (CR LF as
+    LF: a terminal shows them alike). Backslashes are not doubled: the escapes are for
+    reading, and the text itself is one ``--json`` away."""
+    if lines:
+        text = text.replace("\r\n", "\n")
+    return text.translate(_LINES if lines else _ONE_LINE)
+
+
+def for_terminal(reply: R) -> R:
+    """``reply`` with every string in it passed through ``terminal`` (a file's text,
+    ``ReadFileReply.text``, keeping its lines)."""
+    shown = msgspec.convert(_escaped(msgspec.to_builtins(reply)), type(reply))
+    if isinstance(shown, ReadFileReply) and isinstance(reply, ReadFileReply):
+        shown = msgspec.structs.replace(shown, text=terminal(reply.text, lines=True))
+    return shown
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return terminal(value)
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    return value
+
+
+class TerminalClient(BlockingClient):
+    """The client kbctl talks through when its output is a terminal: every reply comes
+    back with its strings made safe to show (``for_terminal``)."""
+
+    def stream(self, request: Request, expect: type[R]) -> Iterator[R | Progress]:
+        for reply in super().stream(request, expect):
+            yield for_terminal(reply)
+
 
 def emit_json(value: Any) -> None:
     """``value`` as one line of JSON on stdout, without the protocol's own fields (the
-    request id and the reply's type tag), which say nothing about the answer."""
+    request id and the reply's type tag), which say nothing about the answer. JSON
+    escapes C0 itself; on a terminal DEL, C1 and bidirectional controls are written as
+    ``\\u`` escapes too, which decode to the same strings."""
     data = msgspec.to_builtins(value)
     if isinstance(data, dict):
         data.pop("id", None)
         data.pop("type", None)
-    sys.stdout.write(msgspec.json.encode(data).decode() + "\n")
+    text = msgspec.json.encode(data).decode()
+    if sys.stdout.isatty():
+        text = text.translate(_JSON)
+    sys.stdout.write(text + "\n")
+
+
+def shown(text: str, stream: TextIO) -> str:
+    """``text`` as it may be written to ``stream``: through ``terminal`` when that is
+    a terminal (kbctl's own messages quoting the daemon's)."""
+    return terminal(text) if stream.isatty() else text
 
 
 def status(reply: StatusReply) -> str:

@@ -8,7 +8,6 @@ the shell's working directory always; ``why`` takes a file like every other comm
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from kbindex.ctl import paths, render
@@ -35,10 +34,10 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=cmd_roots)
     actions = p.add_subparsers(dest="roots_action", metavar="ACTION")
     a = actions.add_parser("add", help="index another directory now (and list it in the config)")
-    a.add_argument("path", type=os.path.abspath, help="the directory")
+    a.add_argument("path", type=paths.directory, help="the directory")
     a.set_defaults(run=cmd_roots_add)
     r = actions.add_parser("remove", help="stop indexing a directory and forget its documents")
-    r.add_argument("path", type=os.path.abspath, help="the root directory")
+    r.add_argument("path", type=paths.directory, help="the root directory")
     r.set_defaults(run=cmd_roots_remove)
 
 

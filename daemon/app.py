@@ -42,7 +42,12 @@ from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
 from kbindex.daemon.serving.control import Control, describe_roots
-from kbindex.daemon.serving.instance import AlreadyRunning, Instance, UnsafeDirectory
+from kbindex.daemon.serving.instance import (
+    AlreadyRunning,
+    Instance,
+    UnsafeDirectory,
+    UnsafeStateDirectory,
+)
 from kbindex.daemon.serving.notify import Notifier, watchdog_loop
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
@@ -72,8 +77,9 @@ async def run(
     """Run the daemon until a signal stops it. ``reread`` resolves the settings again
     (from the same flags, environment and file) when SIGHUP asks for a reload."""
     notifier = notifier or Notifier.from_environ()
+    roots = Roots(settings.roots)
     with ExitStack() as stack:
-        index = _index(settings)
+        index = _index(settings, roots)
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -87,7 +93,7 @@ async def run(
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
         try:
-            await _serve(settings, index, readers, notifier, inherited, reread)
+            await _serve(settings, roots, index, readers, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -98,13 +104,13 @@ async def run(
 
 async def _serve(
     settings: Settings,
+    roots: Roots,
     index: Index,
     readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
 ) -> None:
-    roots = Roots(settings.roots)
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
         excluded_extensions=settings.excluded_extensions,
@@ -172,8 +178,9 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _index(settings: Settings) -> Index:
-    """The index backend the settings choose."""
+def _index(settings: Settings, roots: Roots) -> Index:
+    """The index backend the settings choose. SQLite reads the files for what it shows
+    of them (it keeps no text), from ``roots`` only."""
     if settings.backend == "postgres":
         # Imported here: psycopg is an optional extra (kbindex[postgres]).
         try:
@@ -183,7 +190,7 @@ def _index(settings: Settings) -> Index:
                 f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
             ) from None
         return PgIndex(settings.dsn, settings.machine)
-    return SqliteIndex(settings.db_path)
+    return SqliteIndex(settings.db_path, roots)
 
 
 def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning:
@@ -342,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
-    except (StateDirUnusable, BackendMissing, IndexRefused) as exc:
+    except (StateDirUnusable, UnsafeStateDirectory, BackendMissing, IndexRefused) as exc:
         log.error("%s", exc)
         return 2  # a restart would not help: not retried by the unit
     except KeyboardInterrupt:

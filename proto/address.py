@@ -69,6 +69,19 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def foreign(st: os.stat_result, *, sticky: bool = False) -> str | None:
+    """Why a directory with this ``stat`` could be another user's to change: it belongs
+    to someone other than the user or root, or its group or others may write to it
+    (unless ``sticky`` allows a sticky one, as /tmp: others may add their own entries
+    there but not rename or remove the user's). None when it is the user's alone."""
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (os.getuid(), 0):
+        return f"belongs to {owner_name(st.st_uid)}, not to you"
+    if mode & 0o022 and not (sticky and mode & stat.S_ISVTX):
+        return f"is writable by {'others' if mode & 0o002 else 'its group'} (mode {mode:o})"
+    return None
+
+
 def check_private_dir(path: str | os.PathLike[str]) -> None:
     """Raise UntrustedSocket unless ``path`` is a directory of the user (or root) that no
     one else can write to. Symbolic links are followed: what counts is the directory the

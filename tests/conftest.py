@@ -24,6 +24,7 @@ import anyio
 import pytest
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.ripgrep import RIPGREP_ENV
 from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 from kbindex.proto.client import Client, ClientError
@@ -258,8 +259,9 @@ def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Loaded |
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    """A real index in a temporary directory, open for writing and reading."""
-    s = Store(tmp_path / "index.sqlite3")
+    """A real index in a temporary directory, open for writing and reading; the files
+    it shows text of lie under ``tmp_path``."""
+    s = Store(tmp_path / "index.sqlite3", Roots((tmp_path,)))
     s.open()
     try:
         yield s

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, write
 from kbindex.daemon.indexing import textfile
+from kbindex.daemon.roots import Roots
 from kbindex.proto.client import Client, DaemonError
 from kbindex.proto.messages import ReadFileReply, WhyReply
 
@@ -206,8 +207,9 @@ def test_a_directory_swapped_for_a_symlink_after_the_check_is_caught_at_open(
     write(outside / "secret.md", "secret\n")
     root.mkdir()
     (root / "sub").symlink_to(outside)  # as if swapped in after the check
+    inside = Roots((root,)).inside
     with pytest.raises(textfile.Escaped):
-        textfile.load(str(root / "sub" / "secret.md"), 1 << 20, within=str(root))
+        textfile.load(str(root / "sub" / "secret.md"), 1 << 20, within=inside)
     write(root / "real" / "ok.md", "fine\n")
-    loaded = textfile.load(str(root / "real" / "ok.md"), 1 << 20, within=str(root))
+    loaded = textfile.load(str(root / "real" / "ok.md"), 1 << 20, within=inside)
     assert isinstance(loaded, textfile.Loaded) and loaded.text == "fine\n"

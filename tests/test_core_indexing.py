@@ -227,9 +227,10 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
     has been replaced, the store says so, and optimize gives the space back."""
     from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.indexing.textfile import decode
+    from kbindex.daemon.roots import Roots
     from kbindex.daemon.storage.store import Store
 
-    store = Store(tmp_path / "index.sqlite3")
+    store = Store(tmp_path / "index.sqlite3", Roots(()))
     store.open()
     conn = store.writer
 

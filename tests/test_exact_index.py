@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
@@ -32,8 +33,8 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db: Path) -> Iterator[Store]:
-    s = Store(db)
+def store(db: Path, tmp_path: Path) -> Iterator[Store]:
+    s = Store(db, Roots((tmp_path,)))
     s.open()
     try:
         yield s
@@ -126,7 +127,7 @@ def test_an_index_with_the_exact_file_beside_it_is_upgraded(db: Path) -> None:
     legacy = legacy_exact_path(db)
     for suffix in ("", "-wal"):
         Path(f"{legacy}{suffix}").write_bytes(b"")
-    s = Store(db)
+    s = Store(db, Roots(()))
     s.open()
     try:
         assert not legacy.exists() and not Path(f"{legacy}-wal").exists()

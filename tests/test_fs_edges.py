@@ -19,6 +19,8 @@ import os
 import resource
 import socket
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -128,6 +130,47 @@ async def test_names_that_are_not_valid_utf8_are_indexed_under_escaped_names(
         await settled(c)
         assert await indexed_files(c) == disk_files(d.root)
     log_has_no_tracebacks(d)
+
+
+def kbctl_bytes(d: Daemon, *args: bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """kbctl given arguments as a shell gives them: bytes, whatever their encoding."""
+    command = [os.fsencode(sys.executable), b"-m", b"kbindex.ctl.main"]
+    command += [b"--socket", os.fsencode(d.socket), *args]
+    return subprocess.run(command, capture_output=True, cwd=cwd, timeout=30)
+
+
+@pytest.mark.slow
+async def test_kbctl_takes_names_that_are_not_utf8(make_daemon: MakeDaemon) -> None:
+    """A name that is not UTF-8, typed (or pasted) as it is, works in every kbctl
+    command that takes a path or a glob: it travels as ``\\xNN`` (the protocol's
+    strings are UTF-8) and the daemon reads the file of those bytes. Before: a
+    traceback (the request could not be encoded)."""
+    d = make_daemon()
+    broot = os.fsencode(d.root)
+    with open(broot + b"/caf\xe9.md", "wb") as fh:
+        fh.write(b"croissantword on the menu\n")
+    os.mkdir(broot + b"/d\xff")
+    with open(broot + b"/d\xff/inner.md", "wb") as fh:
+        fh.write(b"croissantword in a strange folder\n")
+    write(d.root / "plain.md", "croissantword plain\n")
+    await d.start()
+    shown = f"{d.root}/caf\\xe9.md"
+    for name in (b"caf\xe9.md", broot + b"/caf\xe9.md", shown.encode()):
+        why = kbctl_bytes(d, b"why", name, cwd=d.root)
+        assert (why.returncode, why.stdout, why.stderr) == (0, f"{shown}: indexed\n".encode(), b"")
+        read = kbctl_bytes(d, b"read", name, cwd=d.root)
+        assert read.returncode == 0 and read.stdout == b"1| croissantword on the menu\n", read
+    grep = kbctl_bytes(d, b"grep", b"--path", b"d\xff", b"croissantword", cwd=d.root)
+    assert grep.returncode == 0, grep.stderr
+    assert grep.stdout == b"d\\xff/inner.md:1:croissantword in a strange folder\n"
+    listed = kbctl_bytes(d, b"files", b"d\xff/*", cwd=d.root)
+    assert listed.returncode == 0 and listed.stdout.startswith(
+        f"{d.root}/d\\xff/inner.md ".encode()
+    )
+    found = kbctl_bytes(d, b"search", b"croissantword", b"--path", b"d\xff", cwd=d.root)
+    assert found.returncode == 0 and b"inner.md" in found.stdout and b"plain" not in found.stdout
+    redo = kbctl_bytes(d, b"reindex", b"--wait", b"caf\xe9.md", cwd=d.root)
+    assert redo.returncode == 0 and redo.stdout.startswith(b"done: 1 files checked"), redo
 
 
 @pytest.mark.backends

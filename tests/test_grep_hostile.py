@@ -13,6 +13,7 @@ import msgspec
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import candidates, ripgrep
 from kbindex.daemon.searching import grep as grepping
 from kbindex.daemon.searching.grep import DEADLINE_SECONDS
@@ -223,6 +224,6 @@ async def test_past_the_limit_a_file_with_a_nul_is_counted_by_its_lines(
     found = candidates.Candidates.of(
         paths, scanned_all=True, uncounted=[str(tmp_path / "c nul.txt")]
     )
-    outcome = await grepping.Grepper().run(ripgrep.Flags("needle"), found, 1)
+    outcome = await grepping.Grepper(Roots((tmp_path,))).run(ripgrep.Flags("needle"), found, 1)
     assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [("a.txt", 1)]
     assert (outcome.total, outcome.files, outcome.truncated) == (4, 3, True)

@@ -15,6 +15,7 @@ import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
 from kbindex.daemon.indexing import grams
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import candidates, ripgrep, sweep
 from kbindex.daemon.searching import grep as grepping
 from kbindex.daemon.storage.engine import sqlite
@@ -138,7 +139,8 @@ async def test_a_walk_printing_more_than_a_runs_output_cap_is_complete(
     found = candidates.Candidates.of(
         {str(root / n): 6 for n in names}, scanned_all=True, uncounted=[]
     )
-    outcome = await sweep.run(grepping.Grepper(), ripgrep.Flags("ab"), found, [str(root)], 3)
+    grepper = grepping.Grepper(Roots((root,)))
+    outcome = await sweep.run(grepper, ripgrep.Flags("ab"), found, [str(root)], 3)
     assert (outcome.total, outcome.files, outcome.complete) == (600, 300, True)
     assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [
         ("f000.txt", 1),

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from grep_helpers import add_document, memory_index, needs_rg
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import candidates, grep, ripgrep, trigrams
 from kbindex.daemon.searching.ripgrep import Flags, Record
 from kbindex.daemon.storage.engine import sqlite
@@ -131,7 +132,7 @@ def test_the_lines_of_a_word_literal_are_asked_between_boundaries_and_unsure_fil
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The processes are real; the spy only records what each was asked.
-    grepper = grep.Grepper()
+    grepper = grep.Grepper(Roots((tmp_path,)))
     asked: list[list[str | bytes]] = []
     spawn = grepper.spawn
 
@@ -163,7 +164,7 @@ def test_a_second_run_cut_short_leaves_a_prefix_of_the_answer(
          "c.txt": b"lantern\n"},
     )  # fmt: skip
     flags = Flags("lantern", word=True, max_count=1)
-    outcome = asyncio.run(grep.Grepper().run(flags, found, 100))
+    outcome = asyncio.run(grep.Grepper(Roots((tmp_path,))).run(flags, found, 100))
     assert not outcome.complete
     assert [Path(ln.path).name for ln in outcome.lines] == ["a.txt", "b.txt"]
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import note
 from kbindex.daemon.indexing import documents, grams
 from kbindex.daemon.indexing.textfile import Loaded
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.storage import schema
 from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.storage.store import Store
@@ -111,7 +112,7 @@ def _sqlite_library() -> ctypes.CDLL:
 
 def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3")
+    store = Store(tmp_path / "index.sqlite3", Roots(()))
     store.open()
     try:
         rng = random.Random(2)
@@ -148,7 +149,7 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
 
 def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3")
+    store = Store(tmp_path / "index.sqlite3", Roots(()))
     store.open()
     try:
         conn = store.writer

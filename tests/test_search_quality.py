@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kbindex.daemon.indexing import documents, tokens
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.storage import schema
@@ -343,7 +344,7 @@ def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
     conn.execute("INSERT INTO docs(rowid, name, title, body) VALUES (1, 'a.md', '', 'x')")
     conn.commit()
     conn.close()
-    s = Store(db)
+    s = Store(db, Roots(()))
     s.open()
     try:
         assert s.writer.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
@@ -356,7 +357,7 @@ def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
 
 
 def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
-    s = Store(tmp_path / "index.sqlite3")
+    s = Store(tmp_path / "index.sqlite3", Roots((tmp_path,)))
     s.open()
     tables = ((s.writer, "docs"), (s.writer, "docs_exact"))
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import secrets
 import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,7 +30,8 @@ from typing import Any
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, write
-from kbindex.daemon import settings
+from kbindex.daemon import app, settings
+from kbindex.daemon.serving.instance import UnsafeStateDirectory, check_state_dir
 from kbindex.proto.address import default_socket_path
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import Client, ClientError, UntrustedDaemon
@@ -349,6 +352,138 @@ async def test_a_link_planted_as_the_lock_file_is_not_followed(
     assert proc.wait(timeout=30) != 0
     assert precious.read_text() == "keep me\n"
     assert "symbolic link" in daemon.log()
+
+
+def run_daemon_as(uid: int, argv: list[str], home: Path) -> dict[str, Any]:
+    """``kbindexd ARGV`` in a child running as ``uid`` (in-process: the interpreter is
+    not readable by other uids); its exit status and what it logged."""
+
+    def daemon() -> dict[str, Any]:
+        os.environ["XDG_CONFIG_HOME"] = str(home)  # no config file of the test's user
+        logged: list[str] = []
+        handler = logging.Handler()
+        handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+        logging.getLogger("kbindexd").addHandler(handler)
+        code = app.main(argv)
+        return {"code": code, "log": logged}
+
+    result: dict[str, Any] = as_user(uid, daemon)
+    return result
+
+
+@pytest.mark.slow
+@needs_root
+def test_the_daemon_refuses_a_state_directory_another_user_made(tmp_path: Path) -> None:
+    """Another user made the state directory first (open to all, as a shared folder is)
+    and left an index file of theirs in it: the daemon would write the index of the
+    victim's files into it, for them to read. It refuses at start, with exit status 2
+    (a restart cannot help) and one line saying whose it is; their file stays empty."""
+    victim, other = throwaway_uids()
+    with fresh_dir() as base:
+        for name in ("root", "sock"):
+            (base / name).mkdir(mode=0o700)
+            os.chown(base / name, victim, victim)
+        write(base / "root" / "a.md", "private words\n")
+        state = base / "state"
+
+        def plant() -> dict[str, str]:
+            state.mkdir()
+            state.chmod(0o777)
+            trap = state / "index.sqlite3"
+            trap.touch()
+            trap.chmod(0o666)
+            return {}
+
+        assert as_user(other, plant) == {}
+        argv = [str(base / "root"), "--state-dir", str(state), "--socket", str(base / "sock" / "s")]
+        outcome = run_daemon_as(victim, argv, base)
+        assert (state / "index.sqlite3").stat().st_size == 0
+    assert outcome["code"] == 2, outcome
+    (line,) = outcome["log"]
+    assert f"{state} belongs to uid {other}, not to you" in line
+    assert "--state-dir" in line
+
+
+@pytest.mark.slow
+def test_the_daemon_refuses_a_state_directory_others_can_write(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    daemon = make_daemon(write(tmp_path / "root" / "a.md", "alpha").parent)
+    daemon.state_dir = tmp_path / "shared" / "state"
+    daemon.state_dir.mkdir(parents=True)
+    daemon.state_dir.chmod(0o777)
+    proc = daemon.spawn()
+    assert proc.wait(timeout=30) == 2  # not restarted by systemd: it would not help
+    refusal = f"{daemon.state_dir} is writable by others (mode 777)"
+    assert refusal in daemon.log() and f"chmod go-w {daemon.state_dir}" in daemon.log()
+    assert os.listdir(daemon.state_dir) == []
+    assert not daemon.socket.exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "mode", "problem"),
+    [
+        ("state", 0o770, "is writable by its group (mode 770)"),
+        ("state", 0o1777, "is writable by others (mode 1777)"),  # sticky is no excuse here
+        ("parent", 0o777, "is writable by others (mode 777)"),
+        ("parent", 0o775, "is writable by its group (mode 775)"),
+        ("grandparent", 0o757, "is writable by others (mode 757)"),
+        ("link", 0o777, ""),  # a link of the user's own: what counts is where it leads
+        ("parent", 0o1777, ""),  # as /tmp: others may add entries, not move ours
+        ("state", 0o755, ""),
+    ],
+)
+def test_a_state_directory_others_can_change_is_refused(
+    tmp_path: Path, where: str, mode: int, problem: str
+) -> None:
+    state = tmp_path / "a" / "b" / "state"
+    state.mkdir(parents=True, mode=0o700)
+    changed = {"state": state, "parent": state.parent, "grandparent": state.parent.parent}
+    given = state
+    if where == "link":
+        given = tmp_path / "link"
+        given.symlink_to(state)
+    else:
+        changed[where].chmod(mode)
+    if not problem:
+        check_state_dir(given)
+        return
+    with pytest.raises(UnsafeStateDirectory) as refused:
+        check_state_dir(given)
+    assert f"{changed[where]} {problem}" in str(refused.value)
+    assert str(refused.value).endswith(f"chmod go-w {changed[where]}")
+
+
+@needs_root
+def test_a_state_directory_reached_through_another_users_link_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A link in a sticky folder is its owner's to point elsewhere at any time."""
+    _, other = throwaway_uids()
+    with fresh_dir() as base:
+        state = tmp_path / "state"
+        state.mkdir(mode=0o700)
+        link = base / "kbstate"
+        link.symlink_to(state)
+        os.lchown(link, other, other)
+        with pytest.raises(UnsafeStateDirectory) as refused:
+            check_state_dir(link)
+    assert f"{link} is a symbolic link of uid {other}" in str(refused.value)
+    assert "--state-dir" in str(refused.value)
+
+
+@pytest.mark.slow
+async def test_a_state_directory_in_a_sticky_shared_folder_is_accepted(
+    make_daemon: MakeDaemon,
+) -> None:
+    """As /tmp: others may add entries to a sticky folder, not rename or remove ours."""
+    with fresh_dir() as base:
+        daemon = make_daemon(write(base / "root" / "a.md", "alpha\n").parent)
+        daemon.state_dir = base / "state"
+        await daemon.start()
+        assert await daemon.search_paths("alpha") == ["a.md"]
+        assert stat.S_IMODE(daemon.state_dir.stat().st_mode) == 0o700
+        daemon.stop()
 
 
 # ------------------------------------------------------------ finding the socket

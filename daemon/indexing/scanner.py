@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from kbindex.daemon.indexing.ignore import WRITING_MARK, Chain, IgnoreRules
-from kbindex.daemon.indexing.textfile import display_path
+from kbindex.daemon.indexing.textfile import display_path, real_path
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,8 @@ def walk(
     stamp is fresh in the CPU's cache: a kernel tree's 78,000 stamps compared as two
     sets afterwards cost a quarter of the whole rescan's CPU time (in cache misses)."""
     result = Walk(str(root))
+    if not os.path.lexists(start):  # a scope named as the index shows it: the name on disk
+        start = Path(real_path(str(start)))
     before = len(known) if known is not None else 0
     _walk(result, start, rules, memo, known)
     if known is not None:

@@ -12,6 +12,7 @@ import codecs
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -123,24 +124,29 @@ def _unreadable(exc: OSError, size: int) -> Skipped:
 
 
 class Escaped(Exception):
-    """The file opened is not inside the directory it had to be in: a directory of its
-    path was swapped for a symlink between the check and the open."""
+    """The file is not where it had to be (``within``): its name leads outside, or a
+    directory of its path is a symlink (perhaps swapped in after a check)."""
 
 
-def _check_within(fd: int, within: str) -> None:
-    # read_file resolves a path inside a root, then opens it, and O_NOFOLLOW guards
-    # only the last component: the kernel's own name for the open file shows where it
-    # really is. Linux only; elsewhere the earlier check stands.
+Within = Callable[[str], bool]
+"""Whether a path, as the kernel names it, lies where a file may be read
+(``Roots.inside``)."""
+
+
+def _check_within(fd: int, within: Within) -> None:
+    # O_NOFOLLOW guards only the last component: the kernel's own name for the open
+    # file shows where it really is. Linux only; elsewhere the check of the name stands.
     try:
         real = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return
-    if real != within and not real.startswith(within.rstrip("/") + "/"):
+    if not within(real):
         raise Escaped(real)
 
 
-def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipped:
-    """Read ``path`` as text. Raises Vanished if it no longer exists.
+def load(path: str, max_bytes: int, within: Within | None = None) -> Loaded | Skipped:
+    """Read ``path`` as text. Raises Vanished if it no longer exists, and Escaped if
+    ``within`` refuses its name or the name of the file opened.
 
     ``path`` may be a display path (``display_path``) of a file whose name is not valid
     UTF-8; a file really named so wins. FIFOs, sockets and devices are never opened: an
@@ -167,6 +173,8 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
     refused = _refusal(st, max_bytes)
     if refused is not None:
         return refused
+    if within is not None and not within(path):
+        raise Escaped(path)
     try:
         # O_NONBLOCK: a FIFO swapped in after the lstat must not hang the open.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -199,15 +207,16 @@ def load(path: str, max_bytes: int, within: str | None = None) -> Loaded | Skipp
     return decode(data, st.st_size, st.st_mtime_ns)
 
 
-def current_text(path: str, root: str, indexed_size: int) -> str | None:
+def current_text(path: str, within: Within, indexed_size: int) -> str | None:
     """The text of an indexed file as it is on disk now, for what is made of it after
     it was indexed (a hit's snippet, the passages search by meaning embeds, its words
     under a new name): the index keeps no copy. None if it cannot be read as text now:
-    gone, unreadable, no longer text, or grown past twice its indexed size and 1 MiB (a
-    file edited since it was indexed is not worth reading whole for a passage; the
-    indexer reads it again anyway)."""
+    gone, unreadable, no longer text, outside the roots (``within``: whatever the index
+    says of it), or grown past twice its indexed size and 1 MiB (a file edited since it
+    was indexed is not worth reading whole for a passage; the indexer reads it again
+    anyway)."""
     try:
-        loaded = load(path, 2 * indexed_size + (1 << 20), within=root)
+        loaded = load(path, 2 * indexed_size + (1 << 20), within=within)
     except (Vanished, Escaped):
         return None
     return loaded.text if isinstance(loaded, Loaded) else None

@@ -22,6 +22,7 @@ from subprocess import DEVNULL, PIPE
 from typing import Final
 
 from kbindex.daemon.indexing.textfile import real_path
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import ripgrep
 from kbindex.daemon.searching.candidates import Candidates
 from kbindex.proto.messages import GREP_LINE_CHARS
@@ -92,9 +93,12 @@ class _Run:
 
 
 class Grepper:
-    """Runs greps; bounds the ripgrep processes of all of them together."""
+    """Runs greps; bounds the ripgrep processes of all of them together. ripgrep reads
+    only the candidates ``roots`` admits (``Roots.readable``): the index suggests them,
+    and a shared one holds whatever rows its writers put there (``_chunk``)."""
 
-    def __init__(self, rg: str | None = None) -> None:
+    def __init__(self, roots: Roots, rg: str | None = None) -> None:
+        self.roots = roots
         self._rg = rg
         self._slots = asyncio.Semaphore(PROCESSES)
 
@@ -169,17 +173,35 @@ class Grepper:
         counts: bool,
         unsure: frozenset[str] = frozenset(),
     ) -> asyncio.Task[_Run]:
+        return asyncio.ensure_future(self._chunk(rg, flags, paths, counts=counts, unsure=unsure))
+
+    async def _chunk(
+        self,
+        rg: str,
+        flags: ripgrep.Flags,
+        paths: list[str],
+        *,
+        counts: bool,
+        unsure: frozenset[str],
+    ) -> _Run:
+        """ripgrep over the files of ``paths`` that ``roots`` admits: the one place files
+        are named to it. (Checked chunk by chunk, in a thread: while ripgrep reads one
+        chunk, the next is checked.)"""
+        paths = await asyncio.to_thread(self.roots.readable, paths)
+        if not paths:
+            # Named no file, ripgrep would search its working directory: /dev/null
+            # still has it check the pattern.
+            return await self.spawn([*flags.argv(rg), os.devnull], counts=False)
         names = [os.fsencode(real_path(p)) for p in paths]
         if not unsure.isdisjoint(paths):
             # Named, a file with a NUL is searched whole by --count and -l, where rg -uu
             # stops at the NUL: such a run reads lines (``Candidates.uncounted``).
             counts = False
             if flags.files_only:
-                return asyncio.ensure_future(self._files_by_lines(rg, flags, names))
+                return await self._files_by_lines(rg, flags, names)
         if flags.word_literal and not counts and not flags.files_only:
-            return asyncio.ensure_future(self._word_lines(rg, flags, names))
-        argv: list[str | bytes] = [*flags.argv(rg, count=counts), *names]
-        return asyncio.ensure_future(self.spawn(argv, counts))
+            return await self._word_lines(rg, flags, names)
+        return await self.spawn([*flags.argv(rg, count=counts), *names], counts)
 
     async def _files_by_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
         """``-l`` told by the lines ripgrep prints: the files with a match line."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
-from kbindex.daemon.indexing.textfile import current_text
+from kbindex.daemon.indexing.textfile import Within, current_text
 from kbindex.daemon.searching import essential, frequency, passages, prefixes
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
 from kbindex.daemon.storage.database import is_damage
@@ -81,8 +81,11 @@ def search(
     limit: int,
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
+    within: Within = lambda _path: False,
 ) -> SearchResult:
-    return shown(find(conn, compiled, limit, path_filter, weights), compiled)
+    """``find`` and ``shown`` in one; the snippets come from the files ``within``
+    admits (none by default)."""
+    return shown(find(conn, compiled, limit, path_filter, weights), compiled, within)
 
 
 Found = tuple[list[Any], int, str]
@@ -101,11 +104,12 @@ def find(
     return _in_transaction(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
 
 
-def shown(found: Found, compiled: Compiled) -> SearchResult:
+def shown(found: Found, compiled: Compiled, within: Within) -> SearchResult:
     """The hits of ``found``, each with its passage from the file as it is now (the
-    index keeps no text; a file that cannot be read shows none)."""
+    index keeps no text; a file that cannot be read, or that ``within`` refuses, shows
+    none)."""
     rows, total, mode = found
-    return SearchResult(_hits(rows, compiled.terms), total, mode)
+    return SearchResult(_hits(rows, compiled.terms, within), total, mode)
 
 
 def rank(
@@ -151,10 +155,10 @@ def _search(
     return rows, total, compiled.mode
 
 
-def _hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
+def _hits(rows: list[Any], needles: tuple[str, ...], within: Within) -> list[Hit]:
     hits = []
     for _id, path, root, relpath, size, mtime_ns, title, score in rows:
-        snippet, line = passages.shown(current_text(path, root, size) or "", needles)
+        snippet, line = passages.shown(current_text(path, within, size) or "", needles)
         hits.append(
             Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
         )

@@ -1,5 +1,5 @@
-"""One daemon per socket and per index: lock files, the private socket directory and
-stale socket files.
+"""One daemon per socket and per index: lock files, the private socket and state
+directories, and stale socket files.
 
 Two daemons on one socket or one database would fight over both. The lock
 is an ``flock`` held for the daemon's life, so it is released by the kernel when the
@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from types import TracebackType
 
-from kbindex.proto.address import UntrustedSocket, check_private_dir
+from kbindex.proto.address import UntrustedSocket, check_private_dir, foreign, owner_name
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,58 @@ def ensure_private_dir(path: Path) -> None:
         check_private_dir(path)
     except UntrustedSocket as exc:
         raise UnsafeDirectory(str(exc)) from None
+
+
+class UnsafeStateDirectory(Exception):
+    """The state directory, or one above it, is another user's or open to others."""
+
+
+def check_state_dir(path: Path) -> None:
+    """Raise UnsafeStateDirectory unless the state directory is the user's (or root's)
+    and no one else can write to it, nor change the way to it.
+
+    Why: it holds the index of the user's files. Another user who owns it, or may write
+    to it, can read what the daemon writes there or put files of their own in its place;
+    one who may write to a directory above it (unless that one is sticky, as /tmp) can
+    rename the state directory and put their own there. Symbolic links on the way must
+    be the user's too. Unlike the socket directory, refused with exit status 2: a
+    restart cannot help."""
+    given = os.path.abspath(path)
+    real = os.path.realpath(given)
+    # The directory itself, then the directories above both the path as given and the
+    # real one, and any link on the way (the given path itself included), top down.
+    above = {os.path.dirname(p) for p in _lineage(given) | _lineage(real)} - {real}
+    if given != real:
+        above.add(given)
+    for step in [real, *sorted(above, key=len)]:
+        st = os.stat(step) if step == real else os.lstat(step)
+        if stat.S_ISLNK(st.st_mode):
+            problem = None
+            if st.st_uid not in (os.getuid(), 0):
+                problem = f"is a symbolic link of {owner_name(st.st_uid)}"
+        else:
+            problem = foreign(st, sticky=step != real)
+        if problem is None:
+            continue
+        mine = st.st_uid in (os.getuid(), 0) and not stat.S_ISLNK(st.st_mode)
+        fix = (
+            f"chmod go-w {step}"
+            if mine
+            else "choose a directory of your own (--state-dir or $KBINDEX_STATE_DIR)"
+        )
+        raise UnsafeStateDirectory(
+            f"refusing the state directory {given}: {step} {problem}, so another user"
+            f" could read or replace the index of your files; {fix}"
+        )
+
+
+def _lineage(path: str) -> set[str]:
+    """``path`` and every directory above it."""
+    found = {path}
+    while (parent := os.path.dirname(path)) != path:
+        found.add(parent)
+        path = parent
+    return found
 
 
 class _FileLock:
@@ -109,6 +161,7 @@ class Instance:
     def __enter__(self) -> Instance:
         ensure_private_dir(self.socket_path.parent)
         self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        check_state_dir(self.state_dir)
         acquired: list[_FileLock] = []
         try:
             for lock in self._locks:

@@ -128,7 +128,7 @@ class Service:
         self.changes = changes
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
-        self.grepper = grep.Grepper()
+        self.grepper = grep.Grepper(roots)
         self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(control, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
@@ -398,7 +398,7 @@ class Service:
         if state is None or state[0] is not None:
             why = await self._explain(located, state) or "not indexed"
             raise NotIndexed(f"cannot read {located.relpath}: {why}")
-        loaded = await anyio.to_thread.run_sync(self._load, str(located.path), str(located.root))
+        loaded = await anyio.to_thread.run_sync(self._load, str(located.path))
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
         )
@@ -416,13 +416,13 @@ class Service:
             hash=digest,
         )
 
-    def _load(self, path: str, root: str) -> textfile.Loaded:
+    def _load(self, path: str) -> textfile.Loaded:
         try:
-            outcome = textfile.load(path, self.settings.max_file_bytes, within=root)
+            outcome = textfile.load(path, self.settings.max_file_bytes, within=self.roots.inside)
         except textfile.Vanished:
             raise NotIndexed(f"{path} no longer exists") from None
         except textfile.Escaped:
-            raise OutsideRoots(f"{path} now leads outside its root (a symlink)") from None
+            raise OutsideRoots(f"{path} now leads outside the roots (a symlink)") from None
         if isinstance(outcome, textfile.Skipped):
             raise NotIndexed(f"cannot read {path}: {outcome.reason} ({outcome.detail})")
         return outcome

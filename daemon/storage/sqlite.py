@@ -51,7 +51,7 @@ class SqliteIndex(Store):
     def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
         with self.reader() as conn:
             found = searcher.find(conn, compiled, limit, path_filter)
-        return searcher.shown(found, compiled)
+        return searcher.shown(found, compiled, self.roots.inside)
 
     def rank(
         self, compiled: Compiled, limit: int, path_filter: str | None
@@ -106,7 +106,8 @@ class SqliteIndex(Store):
             ).fetchall()
         # The files are read after the read transaction: the pool's connection is not
         # held through file I/O.
-        return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], r[2], r[4])) for r in rows]
+        within = self.roots.inside
+        return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
 
     def allowed(self, path_filter: str) -> list[int]:
         cond, params = searcher.path_condition(path_filter)

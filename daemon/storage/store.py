@@ -30,6 +30,7 @@ from kbindex.daemon.indexing.textfile import (
     current_text,
     extract_title,
 )
+from kbindex.daemon.roots import Roots
 from kbindex.daemon.storage.checkpointer import Checkpointer
 from kbindex.daemon.storage.database import (
     IndexUnusable,
@@ -62,8 +63,11 @@ def _under(prefix: str) -> tuple[str, str, str]:
 
 
 class Store:
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, roots: Roots) -> None:
         self.db_path = db_path
+        self.roots = roots
+        """The daemon's roots: the only place a file is read from for what the index
+        holds of it (``Roots.inside``), whatever its rows say."""
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
         self.recovered = ""
@@ -295,7 +299,7 @@ class Store:
         start = len(new_root) + 1
         renamed, unread = [], []
         for rowid, size in indexed:
-            text = current_text(moved[rowid], new_root, size)
+            text = current_text(moved[rowid], self.roots.inside, size)
             if text is None:
                 unread.append(rowid)
                 continue
