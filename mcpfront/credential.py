@@ -28,7 +28,7 @@ import stat
 from collections.abc import Mapping
 from typing import Final
 
-from kbindex.proto.address import SOCKET_ENV, default_socket_path, owner_name
+from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign
 
 TOKEN_NAME: Final = "mcp-http.token"
 TOKEN_BYTES: Final = 32
@@ -143,13 +143,7 @@ def _open_private_dir(directory: str) -> int:
                 f"in a real directory of yours (remove it, or choose --token-file elsewhere)"
             ) from None
         raise
-    st = os.fstat(fd)
-    mode = stat.S_IMODE(st.st_mode)
-    problem = ""
-    if st.st_uid not in (os.getuid(), 0):
-        problem = f"belongs to {owner_name(st.st_uid)}, not to you"
-    elif mode & 0o022:
-        problem = f"is writable by {'others' if mode & 0o002 else 'its group'} (mode {mode:o})"
+    problem = foreign(os.fstat(fd))
     if problem:
         os.close(fd)
         raise UnsafeTokenFile(

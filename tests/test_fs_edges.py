@@ -29,6 +29,12 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, mode_bound, wait_for, write
+from kbindex.daemon.health import Health
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.proto.client import Client
 from watch_helpers import settled, until_paths, until_status
 
@@ -299,6 +305,29 @@ async def test_symlink_loops_are_not_followed(daemon: Daemon) -> None:
         why = await c.why(str(root / "loop.md"))
         assert not why.indexed and why.reason
     log_has_no_tracebacks(daemon)
+
+
+def test_a_folder_swapped_for_a_link_after_the_scan_leads_the_indexer_nowhere(
+    tmp_path: Path,
+) -> None:
+    """Someone who may write in a root swaps a folder the scan listed for a link to a
+    folder of yours elsewhere, before its files are read: the reader must not follow it.
+    The race is made certain here by swapping between the listing (``Seen``) and the
+    read (``Indexer._read_batch``, the indexer's own reader); before, the file outside
+    was read and indexed under the name inside the root."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write(root / "d" / "secret.md", "inside text\n")
+    write(outside / "secret.md", "privatekeyword held outside every root\n")
+    listed = os.stat(root / "d" / "secret.md")
+    seen = Seen(str(root / "d" / "secret.md"), str(root), listed.st_size, listed.st_mtime_ns)
+    os.rename(root / "d", root / "d.real")
+    os.symlink(outside, root / "d")
+    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
+    roots = Roots([root])
+    index = SqliteIndex(tmp_path / "index.sqlite3", roots)
+    indexer = Indexer(index, roots, rules, Health(), 1 << 20)
+    updates, vanished = indexer._read_batch([seen])
+    assert updates == [] and vanished == [seen.path]
 
 
 # ---------------------------------------------------------------- permissions

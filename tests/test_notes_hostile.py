@@ -320,7 +320,8 @@ async def test_a_255_byte_name_can_be_written_edited_and_found(notes: Daemon) ->
 
 
 async def test_names_with_control_characters_are_refused(notes: Daemon) -> None:
-    """Before: a name with a newline was written, and spoofed lines of kbctl grep."""
+    """Before: a name with a newline was written, and spoofed lines of kbctl grep; one
+    with a right-to-left override shows reversed wherever it is printed unescaped."""
     for path in (
         "two\nlines.md",
         "tab\there.md",
@@ -329,12 +330,38 @@ async def test_names_with_control_characters_are_refused(notes: Daemon) -> None:
         "c1\x9b31m.md",
         "line\u2028sep.md",
         "folder\x1b[2J/x.md",
+        "invoice\u202edm.exe.md",
+        "isolate\u2066x\u2069.md",
     ):
         error = await refused(notes, WriteNote(path=path, content="x"))
         assert error.code == "EINVAL", (path, error.code, error.message)
         assert "control character" in error.message
         assert "\x1b" not in error.message and "\n" not in error.message
     assert [p.name for p in notes.root.iterdir()] == []
+
+
+async def test_a_note_grown_past_the_size_cap_is_refused_without_being_read(
+    notes: Daemon,
+) -> None:
+    """Another member of a shared folder can make a note of any size (a sparse file
+    costs them nothing): before, every change read it whole, holding the notes lock."""
+    huge = notes.root / "huge.md"
+    with huge.open("wb") as f:
+        f.truncate(64 << 30)  # 64 GiB, sparse
+    write(notes.root / "plain.md", "plain note\n")
+    for request in (
+        AppendNote(path="huge.md", text="more"),
+        EditNote(path="huge.md", old_text="a", new_text="b"),
+        WriteNote(path="huge.md", content="small now", if_match=""),
+        DeleteNote(path="huge.md", if_match="0" * 16),
+    ):
+        with anyio.fail_after(ANSWER_SECONDS):
+            error = await refused(notes, request)
+        assert error.code == "EFBIG", (request, error.code, error.message)
+        assert "huge.md" in error.message
+    assert huge.stat().st_size == 64 << 30
+    with anyio.fail_after(ANSWER_SECONDS):
+        await note(notes, AppendNote(path="plain.md", text="still served"))
 
 
 async def test_a_note_or_folder_that_is_a_link_is_refused_even_inside_the_root(

@@ -304,8 +304,10 @@ class Indexer:
         vanished: list[str] = []
         for seen in batch:
             try:
-                outcome = textfile.load(seen.path, self.max_file_bytes)
-            except textfile.Vanished:
+                # Within the roots: a folder on the way swapped for a link since the
+                # scan listed it (by someone who may write in a root) leads elsewhere.
+                outcome = textfile.load(seen.path, self.max_file_bytes, within=self.roots.inside)
+            except (textfile.Vanished, textfile.Escaped):
                 vanished.append(seen.path)
                 continue
             if isinstance(outcome, textfile.Skipped) and outcome.reason in (

@@ -52,8 +52,11 @@ class NoteFile:
     (one descriptor, whatever the depth); the other methods act relative to it. Folders
     that do not exist yet are made by ``replace`` and ``move_to``, the same way."""
 
-    def __init__(self, located: Located) -> None:
+    def __init__(self, located: Located, max_bytes: int) -> None:
         self.located = located
+        self.max_bytes = max_bytes
+        """The size cap: an existing note over it is never read (another member of a
+        shared folder can make a note of any size)."""
         *self._folders, self.name = located.relpath.split("/")
         self._fd = -1
         self._depth = 0
@@ -168,11 +171,20 @@ class NoteFile:
                     self._check(self._stat(self.name))
             raise self._failed("read", exc) from None
         with os.fdopen(fd, "rb") as note:
-            self._check(os.fstat(fd))  # what was opened, should it have changed
+            st = os.fstat(fd)
+            self._check(st)  # what was opened, should it have changed
             try:
-                return note.read()
+                data = note.read(self.max_bytes + 1) if st.st_size <= self.max_bytes else b""
             except OSError as exc:
                 raise self._failed("read", exc) from None
+            if st.st_size > self.max_bytes or len(data) > self.max_bytes:
+                size = max(st.st_size, len(data))
+                raise NoteError(
+                    "EFBIG",
+                    f"{self.located.relpath} is {size:,} bytes, over the file size cap of"
+                    f" {self.max_bytes:,}: it is not read, nor changed through the daemon",
+                )
+            return data
 
     def replace(self, data: bytes) -> None:
         """Write the note atomically: a temporary file beside it, fsynced, renamed over

@@ -52,6 +52,10 @@ MAX_DEPTH: Final = 32
 """Folders a note's path may hold inside its root."""
 REFUSED_CATEGORIES: Final = frozenset({"Cc", "Zl", "Zp"})
 """Control characters, and the line and paragraph separators that split lines too."""
+REFUSED_BIDI: Final = frozenset(map(chr, (*range(0x202A, 0x202F), *range(0x2066, 0x206A))))
+"""The bidirectional embeddings, overrides and isolates (CVE-2021-42574): a name holding
+one shows other than it reads wherever it is printed unescaped (kbctl escapes the same
+set on a terminal, ``ctl/render.py``)."""
 NoteRequest = WriteNote | EditNote | AppendNote | MoveNote | DeleteNote
 
 
@@ -232,7 +236,7 @@ class Notes:
         """The note a client's path names, its folder open (``NoteFile``): refused when
         the path leaves a writable root, goes through a link, or names a folder, a FIFO
         or anything but a regular file; all this before the caller takes the lock."""
-        note = NoteFile(self._target(raw))
+        note = NoteFile(self._target(raw), self.settings.max_file_bytes)
         try:
             await anyio.to_thread.run_sync(note.open)
             located = note.located
@@ -290,11 +294,13 @@ class Notes:
         relpath = lexical.relative_to(root).as_posix()
         parts = relpath.split("/")
         for part in parts:
-            if any(unicodedata.category(c) in REFUSED_CATEGORIES for c in part):
+            if any(
+                unicodedata.category(c) in REFUSED_CATEGORIES or c in REFUSED_BIDI for c in part
+            ):
                 raise NoteError(
                     "EINVAL",
-                    f"the name {part!a} holds a control character or line separator:"
-                    " notes are named in printable text",
+                    f"the name {part!a} holds a control character, a line separator or a"
+                    " bidirectional override: notes are named in printable text",
                 )
             if len(os.fsencode(part)) > NAME_MAX:
                 raise NoteError(
