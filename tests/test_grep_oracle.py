@@ -180,10 +180,10 @@ def build(root: Path, rng: random.Random) -> None:
     write(
         root / "phrases" / "decoy.txt", "kmem_cache then cache_alloc; channels of Invalid number\n"
     )
-    # An ASCII word under ``-w`` (run as ``\\bWORD\\b``) next to non-ASCII characters: a
-    # word character for ripgrep (é, a combining accent, the Kelvin sign), or not (², a
-    # curly quote); a line where the first occurrence is glued and a later one whole;
-    # and bytes that are not UTF-8 (``ripgrep.unsure``).
+    # An ASCII word under ``-w`` next to non-ASCII characters: a word character for
+    # ripgrep (é, a combining accent, the Kelvin sign), or not (², a curly quote); a
+    # line where the first occurrence is glued and a later one whole; and bytes that
+    # are not UTF-8.
     write(
         root / "legacy" / "cp1252 lantern.txt",
         b"\xe9lantern\xe9\nlantern\xe9 x\nlantern\nlantern again\n",
@@ -205,8 +205,9 @@ def build(root: Path, rng: random.Random) -> None:
     write(root / "notes" / "misc.txt", "see util.rs and main.rs\nabcd cdab\na dog, a cog, a zog\n")
     write(root / "empty.txt", "")
     write(root / "no newline at end.txt", "last line without a break")
-    # With -m 1 -A 2, ripgrep 13 prints a match inside the after-context as a match
-    # too; --count does not count it (Grepper's counting runs past the limit).
+    # With -m 1 -A 2, ripgrep prints a match inside the after-context as a match too,
+    # and counts it only when --count is given the context (Grepper's counting runs
+    # past the limit).
     # Files first and last in path order: past the limit, the last ones are counted.
     for i in range(20):
         for folder in ("aa engines", "zz engines"):

@@ -133,7 +133,7 @@ async def test_bad_patterns_and_limits(daemon: Daemon) -> None:
 
 async def test_without_ripgrep_grep_is_a_clear_tool_error(make_daemon: MakeDaemon) -> None:
     # No ripgrep where the daemon looks, for real: its PATH holds no rg, and
-    # KBINDEX_RG (which comes before the kbindex[grep] extra's rg) names a missing file.
+    # KBINDEX_RG (which comes before the package's rg) names a missing file.
     d = make_daemon()
     missing = d.base / "no-such-bin"
     d.extra_env = {"PATH": str(missing), RIPGREP_ENV: str(missing / "rg")}

@@ -4,23 +4,29 @@
    MB of them to one process; more in chunks (small first, so that a pattern matching
    everywhere answers from the first few files), two processes at a time. Once
    ``limit`` lines are in hand, later chunks only count (``--count``), so totals stay
-   exact without reading every line back (unless ``--count`` would count otherwise:
-   ``Flags.countable``). When every indexed file is a candidate, ripgrep mostly walks
-   the roots instead (``sweep``).
+   exact without reading every line back. When every indexed file is a candidate,
+   ripgrep mostly walks the roots instead (``sweep``).
 2. A deadline and a cap on one chunk's output bound the work: past either, the reply
    says it is incomplete and its total a lower bound.
+
+The ripgrep processes of a grep run in its task group: a grep cancelled (its deadline,
+the daemon stopping) kills them and waits for them before it returns.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
+import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from subprocess import DEVNULL, PIPE
 from typing import Final
 
+import anyio
+from anyio.abc import Process, TaskGroup
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import ripgrep
@@ -89,7 +95,39 @@ class _Run:
     cut: bool
     counts: bool
     records: list[ripgrep.Record] | None = None
-    """Already read (``Grepper._word_lines``); else ``out`` is read by ``_take``."""
+    """Already read (``Grepper._files_by_lines``); else ``out`` is read by ``_take``."""
+
+
+@asynccontextmanager
+async def task_group() -> AsyncIterator[TaskGroup]:
+    """A task group that raises a lone error as itself (a ``BadPattern`` stays one),
+    not inside an ``ExceptionGroup``."""
+    try:
+        async with anyio.create_task_group() as tg:
+            yield tg
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+class Ahead:
+    """A ripgrep run started in a task group now, its result awaited later: ripgrep
+    reads the next files while the last answer is read. An error reaches the group."""
+
+    def __init__(self, tg: TaskGroup, run: Callable[[], Awaitable[_Run]]) -> None:
+        self._done = anyio.Event()
+        self._run: _Run | None = None
+        tg.start_soon(self._go, run)
+
+    async def _go(self, run: Callable[[], Awaitable[_Run]]) -> None:
+        self._run = await run()
+        self._done.set()
+
+    async def result(self) -> _Run:
+        await self._done.wait()
+        assert self._run is not None
+        return self._run
 
 
 class Grepper:
@@ -100,12 +138,13 @@ class Grepper:
     def __init__(self, roots: Roots, rg: str | None = None) -> None:
         self.roots = roots
         self._rg = rg
-        self._slots = asyncio.Semaphore(PROCESSES)
+        self._slots = anyio.Semaphore(PROCESSES)
 
-    @property
-    def rg(self) -> str:
+    async def binary(self) -> str:
+        """The ripgrep greps run (``ripgrep.find``, in a thread: it runs ``rg
+        --version``), found once."""
         if self._rg is None:
-            self._rg = ripgrep.find()
+            self._rg = await anyio.to_thread.run_sync(ripgrep.find)
         return self._rg
 
     async def run(
@@ -116,64 +155,43 @@ class Grepper:
         deadline: float = DEADLINE_SECONDS,
     ) -> Outcome:
         check_pattern(flags.pattern)
-        rg = self.rg
+        rg = await self.binary()
         outcome = Outcome(candidates=len(found.paths), scanned_all=found.scanned_all)
         if not found.paths:
             await self._validate(rg, flags)
             return outcome
-        kept = 0
-        loop = asyncio.get_running_loop()
-        give_up = loop.time() + deadline
         # A selective pattern's few candidates go to one process: each costs ~4 ms to
         # start, and there is no early answer to gain from a small chunk first.
         one = not found.scanned_all and found.size <= ONE_RUN_BYTES
         chunks = _chunks(found.paths, first=len(found.paths) if one else CHUNK_FILES[0])
-        unsure = frozenset(found.uncounted or ())
-        ahead: asyncio.Task[_Run] | None = None
-        try:
-            ahead = self._start(rg, flags, next(chunks), counts=False, unsure=unsure)
-            while ahead is not None:
-                following = next(chunks, None)
-                current = ahead
-                # One run ahead: ripgrep reads the next files while this answer is read.
-                ahead = (
-                    None
-                    if following is None
-                    else self._start(
-                        rg,
-                        flags,
-                        following,
-                        counts=kept >= limit and flags.countable,
-                        unsure=unsure,
+        uncounted = frozenset(found.uncounted or ())
+        kept = 0
+        with anyio.move_on_after(deadline) as timer:
+            async with task_group() as tg:
+                start = partial(self._chunk, rg, flags, uncounted=uncounted)
+                current: Ahead | None = Ahead(tg, partial(start, next(chunks), counts=False))
+                while current is not None:
+                    following = next(chunks, None)
+                    # One run ahead: ripgrep reads the next files while this answer is read.
+                    ahead = (
+                        None
+                        if following is None
+                        else Ahead(tg, partial(start, following, counts=kept >= limit))
                     )
-                )
-                timeout = give_up - loop.time()
-                run = await asyncio.wait_for(current, timeout=max(timeout, 0.001))
-                if run.code == 2 and run.err:
-                    raise BadPattern(ripgrep.error_message(run.err, flags.pattern))
-                kept = self._take(outcome, flags, run, limit, kept)
-                if run.cut:
-                    outcome.complete = False
-                    break
-        except TimeoutError:
+                    run = await current.result()
+                    if (refused := ripgrep.refusal(run.code, run.err, flags.pattern)) is not None:
+                        raise BadPattern(refused)
+                    kept = self._take(outcome, flags, run, limit, kept)
+                    if run.cut:
+                        outcome.complete = False
+                        break
+                    current = ahead
+                tg.cancel_scope.cancel()  # the run ahead, when the answer stops before it
+        if timer.cancelled_caught:
             outcome.complete = False
-        finally:
-            if ahead is not None:
-                ahead.cancel()
         if flags.before or flags.after:
             outcome.lines = _with_context(outcome.lines, flags.before, flags.after)
         return outcome
-
-    def _start(
-        self,
-        rg: str,
-        flags: ripgrep.Flags,
-        paths: list[str],
-        *,
-        counts: bool,
-        unsure: frozenset[str] = frozenset(),
-    ) -> asyncio.Task[_Run]:
-        return asyncio.ensure_future(self._chunk(rg, flags, paths, counts=counts, unsure=unsure))
 
     async def _chunk(
         self,
@@ -182,25 +200,23 @@ class Grepper:
         paths: list[str],
         *,
         counts: bool,
-        unsure: frozenset[str],
+        uncounted: frozenset[str],
     ) -> _Run:
         """ripgrep over the files of ``paths`` that ``roots`` admits: the one place files
         are named to it. (Checked chunk by chunk, in a thread: while ripgrep reads one
         chunk, the next is checked.)"""
-        paths = await asyncio.to_thread(self.roots.readable, paths)
+        paths = await anyio.to_thread.run_sync(self.roots.readable, paths)
         if not paths:
             # Named no file, ripgrep would search its working directory: /dev/null
             # still has it check the pattern.
             return await self.spawn([*flags.argv(rg), os.devnull], counts=False)
         names = [os.fsencode(real_path(p)) for p in paths]
-        if not unsure.isdisjoint(paths):
+        if not uncounted.isdisjoint(paths):
             # Named, a file with a NUL is searched whole by --count and -l, where rg -uu
             # stops at the NUL: such a run reads lines (``Candidates.uncounted``).
             counts = False
             if flags.files_only:
                 return await self._files_by_lines(rg, flags, names)
-        if flags.word_literal and not counts and not flags.files_only:
-            return await self._word_lines(rg, flags, names)
         return await self.spawn([*flags.argv(rg, count=counts), *names], counts)
 
     async def _files_by_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
@@ -210,78 +226,54 @@ class Grepper:
         files = {r.path: ripgrep.Record(r.path) for r in ripgrep.parse(run.out) if r.column}
         return _Run(b"", run.err, run.code, run.cut, False, list(files.values()))
 
-    async def _word_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
-        """The lines of a ``word_literal`` pattern: found between ``\\b``, and the files
-        where that may differ from ``-w`` searched again with it (see ``ripgrep``)."""
-        run = await self.spawn([*flags.argv(rg, word_literal=True), *names], counts=False)
-        records = ripgrep.parse(run.out)
-        unsure = ripgrep.unsure(records)
-        if not unsure:
-            return _Run(b"", run.err, run.code, run.cut, False, records)
-        ordered = sorted(unsure, key=_parts)
-        again = await self.spawn([*flags.argv(rg), *ordered], counts=False)
-        redone = ripgrep.parse(again.out)
-        records = [r for r in records if r.path not in unsure]
-        if again.cut:
-            # The answer stays a prefix in path order: nothing past the file it stopped in.
-            edge = _parts(redone[-1].path if redone else ordered[0])
-            records = [r for r in records if _parts(r.path) < edge]
-        return _Run(b"", again.err, again.code, run.cut or again.cut, False, records + redone)
-
     async def spawn(
         self,
         argv: list[str | bytes],
         counts: bool,
-        until: float | None = None,
+        until: float = math.inf,
         take: Callable[[bytes], None] | None = None,
     ) -> _Run:
         """Runs ripgrep and reads its output, at most CHUNK_OUTPUT_BYTES (none when
-        ``take`` reads each block as it comes) and, given ``until`` (a time of the
-        running loop), until then: past either it is stopped, and what it printed is
-        kept (``cut``)."""
-        loop = asyncio.get_running_loop()
+        ``take`` reads each block as it comes) and until ``until`` (``anyio.current_time``):
+        past either it is stopped, and what it printed is kept (``cut``). Cancelled, it
+        kills ripgrep and waits for it."""
         async with self._slots:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=DEVNULL, stdout=PIPE, stderr=PIPE
-            )
-            assert proc.stdout is not None
-            assert proc.stderr is not None
-            out = bytearray()
-            cut = False
-            try:
-                while not cut:
-                    read = proc.stdout.read(1 << 16)
-                    try:
-                        block = await (
-                            read if until is None else asyncio.wait_for(read, until - loop.time())
-                        )
-                    except TimeoutError:
-                        cut = True
-                        break
-                    if not block:
-                        break
-                    if take is not None:
-                        take(block)
-                        continue
-                    out += block
-                    cut = len(out) > CHUNK_OUTPUT_BYTES
-                if cut:
-                    proc.kill()
-                err = await proc.stderr.read()
-                code = await proc.wait()
-            except BaseException:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-                raise
-        return _Run(bytes(out), err, code, cut, counts)
+            # Shielded: a process started but not yet handed back would be left running
+            # by a cancellation; once it is, leaving ``async with`` kills it and waits.
+            with anyio.CancelScope(shield=True):
+                started = await anyio.open_process(argv, stdin=DEVNULL, stdout=PIPE, stderr=PIPE)
+            async with started as proc:
+                return await self._read(proc, counts, until, take)
+
+    @staticmethod
+    async def _read(
+        proc: Process, counts: bool, until: float, take: Callable[[bytes], None] | None
+    ) -> _Run:
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        out = bytearray()
+        cut = False
+        with anyio.move_on_at(until) as reading:
+            async for block in proc.stdout:
+                if take is not None:
+                    take(block)
+                    continue
+                out += block
+                if len(out) > CHUNK_OUTPUT_BYTES:
+                    cut = True
+                    break
+        if cut or reading.cancelled_caught:
+            cut = True
+            proc.kill()
+        err = b"".join([block async for block in proc.stderr])
+        return _Run(bytes(out), err, await proc.wait(), cut, counts)
 
     async def _validate(self, rg: str, flags: ripgrep.Flags) -> None:
         """Run the pattern over nothing: its syntax errors are reported even when no
         file could match it."""
         run = await self.spawn([*flags.argv(rg), os.devnull], counts=False)
-        if run.code == 2 and run.err:
-            raise BadPattern(ripgrep.error_message(run.err, flags.pattern))
+        if (refused := ripgrep.refusal(run.code, run.err, flags.pattern)) is not None:
+            raise BadPattern(refused)
 
     @staticmethod
     def _take(outcome: Outcome, flags: ripgrep.Flags, run: _Run, limit: int, kept: int) -> int:

