@@ -9,6 +9,7 @@ fails with ``unavailable`` and the next one tries a new connection.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from contextlib import contextmanager, suppress
 from typing import Any, Final
 
 import psycopg
+from kbindex.daemon import sandbox
+from psycopg.conninfo import conninfo_to_dict
 
 CONNECT_TIMEOUT_SECONDS: Final = 5
 STATEMENT_TIMEOUT_MS: Final = 5000
@@ -26,12 +29,20 @@ Connection = psycopg.Connection[Any]
 
 
 def connect(dsn: str, *, read_only: bool) -> Connection:
-    conn = psycopg.connect(
-        dsn,
-        autocommit=True,
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        application_name=APPLICATION,
-    )
+    try:
+        conn = psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            application_name=APPLICATION,
+        )
+    except psycopg.OperationalError as exc:
+        # libpq's own words for a socket() the sandbox refused are often none at all
+        # ("connection is bad: no error details available").
+        denied = sandbox.tcp_denied() if over_tcp(dsn) else ""
+        if denied:
+            raise psycopg.OperationalError(denied) from exc
+        raise
     # JIT compiles a plan whose estimated cost is high, which a search's nested loops
     # over postings often is: 230 ms of compiling for a 2 ms search.
     conn.execute("SET jit = off")
@@ -39,6 +50,19 @@ def connect(dsn: str, *, read_only: bool) -> Connection:
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         conn.execute("SET default_transaction_read_only = on")
     return conn
+
+
+def over_tcp(dsn: str) -> bool:
+    """Whether libpq reaches the server named in ``dsn`` over TCP (else a Unix socket:
+    a host that is a directory, or none at all)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return False
+    if params.get("hostaddr"):
+        return True
+    hosts = str(params.get("host") or os.environ.get("PGHOST") or "")
+    return any(h and not h.startswith(("/", "@")) for h in hosts.split(","))
 
 
 def is_lost(exc: BaseException) -> bool:

@@ -34,6 +34,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+from kbindex.daemon import sandbox
 from kbindex.daemon.indexing.ignore import WRITING_MARK
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Located, Roots
@@ -340,7 +341,9 @@ def _code(exc: OSError) -> str:
 
 
 def _failed(doing: str, located: Located, exc: OSError) -> NoteError:
-    return NoteError(_code(exc), f"cannot {doing} {located.relpath}: {exc.strerror}")
+    hint = sandbox.read_only_hint(exc)
+    why = f"{exc.strerror} ({hint})" if hint else exc.strerror
+    return NoteError(_code(exc), f"cannot {doing} {located.relpath}: {why}")
 
 
 def _umask() -> int:
