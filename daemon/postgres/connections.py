@@ -9,7 +9,6 @@ fails with ``unavailable`` and the next one tries a new connection.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from typing import Any, Final
 
 import psycopg
 from kbindex.daemon import sandbox
-from psycopg.conninfo import conninfo_to_dict
+from kbindex.proto.dsn import over_tcp
 
 CONNECT_TIMEOUT_SECONDS: Final = 5
 STATEMENT_TIMEOUT_MS: Final = 5000
@@ -50,19 +49,6 @@ def connect(dsn: str, *, read_only: bool) -> Connection:
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         conn.execute("SET default_transaction_read_only = on")
     return conn
-
-
-def over_tcp(dsn: str) -> bool:
-    """Whether libpq reaches the server named in ``dsn`` over TCP (else a Unix socket:
-    a host that is a directory, or none at all)."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return False
-    if params.get("hostaddr"):
-        return True
-    hosts = str(params.get("host") or os.environ.get("PGHOST") or "")
-    return any(h and not h.startswith(("/", "@")) for h in hosts.split(","))
 
 
 def is_lost(exc: BaseException) -> bool:
