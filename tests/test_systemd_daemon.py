@@ -79,28 +79,7 @@ async def test_socket_activation_serves_the_inherited_socket(
 ) -> None:
     d = make_daemon()
     write(d.root / "a.md", "activated search\n")
-    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listening.bind(str(d.socket))
-    listening.listen()
-    fd = listening.fileno()
-    # A tiny launcher puts the socket at fd 3 and sets LISTEN_PID to its own pid, then
-    # execs the daemon in the same process, as systemd does.
-    launcher = (
-        "import os, sys\n"
-        f"os.dup2({fd}, 3)\n"
-        "os.environ['LISTEN_FDS'] = '1'\n"
-        "os.environ['LISTEN_PID'] = str(os.getpid())\n"
-        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    with d.log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", launcher, *d.command()[1:]],
-            pass_fds=(fd,),
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
+    proc, listening = _activated(d)
     listening.close()  # the daemon holds it now
     try:
 
@@ -216,13 +195,15 @@ async def _logged(d: Daemon, text: str) -> bool:
     return text in d.log()
 
 
-def _activated(d: Daemon, config: Path) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """kbindexd started on a listening socket passed as fd 3, as systemd does, with its
-    roots from ``config``; the socket is returned (still open, as systemd keeps it)."""
+def _activated(d: Daemon, *extra: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """kbindexd started on a listening socket passed as fd 3, as systemd does; the
+    socket is returned (still open, as systemd keeps it)."""
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listening.bind(str(d.socket))
     listening.listen()
     fd = listening.fileno()
+    # A tiny launcher puts the socket at fd 3 and sets LISTEN_PID to its own pid, then
+    # execs the daemon in the same process, as systemd does.
     launcher = (
         "import os, sys\n"
         f"os.dup2({fd}, 3)\n"
@@ -230,12 +211,11 @@ def _activated(d: Daemon, config: Path) -> tuple[subprocess.Popen[bytes], socket
         "os.environ['LISTEN_PID'] = str(os.getpid())\n"
         "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n"
     )
-    d.roots = []
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
     env["KBINDEX_SEMANTIC"] = "off"
     with d.log_path.open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-c", launcher, *d.command("--config", str(config))[1:]],
+            [sys.executable, "-c", launcher, *d.command(*extra)[1:]],
             pass_fds=(fd,),
             stdout=log,
             stderr=log,
@@ -253,7 +233,8 @@ async def test_a_refused_configuration_keeps_serving_the_socket_until_fixed(
     write(root / "a.md", "refusal fixed\n")
     config = tmp_path / "kb.toml"
     config.write_text(f'roots = ["{tmp_path / "gone"}"]\n')
-    proc, listening = _activated(d, config)
+    d.roots = []  # from the config file, as under systemd
+    proc, listening = _activated(d, "--config", str(config))
     try:
 
         async def refused() -> StatusReply | None:
