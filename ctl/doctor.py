@@ -117,7 +117,13 @@ def _index(check: CheckReply | str, status: StatusReply) -> Iterator[Finding]:
 def _config(status: StatusReply) -> Iterator[Finding]:
     # Only a refusal is reported: the file itself is the daemon's to validate, and
     # doctor does not read it, so it claims nothing when the last reload went through.
-    if status.config_error:
+    if status.unconfigured:
+        yield Finding(
+            "FAIL",
+            f"the daemon refused its configuration and indexes nothing: {status.config_error}",
+            "fix the config file, then reload: systemctl --user reload kbindexd (or kbctl reload)",
+        )
+    elif status.config_error:
         yield Finding(
             "FAIL",
             f"the daemon refused its last configuration reload: {status.config_error}",

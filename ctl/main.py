@@ -35,6 +35,8 @@ from kbindex.proto.messages import (
     ReadFileReply,
     Refresh,
     RefreshReply,
+    Reload,
+    ReloadReply,
     Search,
     SearchReply,
     Status,
@@ -95,6 +97,11 @@ def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
         f"done: {final.files_processed:,} files checked, {final.files_changed:,} read, "
         f"{final.files_removed:,} removed, {final.errors:,} errors"
     )
+    return 0
+
+
+def cmd_reload(client: BlockingClient, args: argparse.Namespace) -> int:
+    print(client.request(Reload(), ReloadReply).message)
     return 0
 
 
@@ -284,6 +291,19 @@ def _add_read(sub: Any) -> None:
     p.set_defaults(run=cmd_read)
 
 
+def _add_reload(sub: Any) -> None:
+    p = sub.add_parser(
+        "reload",
+        help="re-read the configuration; returns once it is in force (or refused)",
+        description=(
+            "What SIGHUP and systemctl --user reload kbindexd do, answered: exits 0 once "
+            "the configuration is in force, 1 with the reason when it is refused (the "
+            "daemon then keeps the one it had)."
+        ),
+    )
+    p.set_defaults(run=cmd_reload)
+
+
 def _add_doctor(sub: Any) -> None:
     p = sub.add_parser(
         "doctor", help="check the daemon, the index, the roots, inotify and the units"
@@ -321,6 +341,7 @@ SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
     "search": _add_search,
     "grep": grep.add_parser,
     "reindex": _add_reindex,
+    "reload": _add_reload,
     "files": _add_files,
     "read": _add_read,
     "roots": roots.add_parser,

@@ -115,6 +115,11 @@ def shown(text: str, stream: TextIO) -> str:
 def status(reply: StatusReply) -> str:
     uptime = ago(reply.started_at).removesuffix(" ago")
     lines = [f"kbindexd {reply.version} (pid {reply.pid}), up {uptime}"]
+    if reply.unconfigured:
+        lines.append(f"CONFIGURATION REFUSED, nothing is indexed: {reply.config_error}")
+        lines.append("fix it, then run: systemctl --user reload kbindexd (or kbctl reload)")
+        lines.append(f"socket: {reply.socket_path}")
+        return "\n".join(lines)
     scan = f"last full scan {ago(reply.last_scan_at)}"
     if reply.last_scan_seconds is not None:
         scan += f" (took {reply.last_scan_seconds:.2f} s)"

@@ -4,7 +4,10 @@ The unit templates ship in ``ctl/units/`` (package data of ``kbindex.ctl``); ``s
 in the source tree holds an identical copy for readers and packagers. ``install`` fills
 in ExecStart= for the running installation, writes both units to
 ``$XDG_CONFIG_HOME/systemd/user/`` and enables the socket, so the daemon starts on the
-first connection. Where there is no ``systemctl`` or no reachable user manager
+first connection. What varies with the configuration and the manager (the state
+directory, the sandbox, how a reload waits) is derived at install (``hardening``), and
+an index an older unit kept elsewhere is moved to the state directory (``statedir``).
+Where there is no ``systemctl`` or no reachable user manager
 (containers, CI), the commands say so in one line and do the file work only.
 """
 
@@ -20,8 +23,11 @@ import subprocess
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kbindex.ctl import hardening, statedir
 
 SERVICE = "kbindexd.service"
 SOCKET = "kbindexd.socket"
@@ -110,13 +116,35 @@ def exec_words(value: str) -> list[str]:
     return [w.replace("%%", "%").replace("$$", "$") for w in words]
 
 
-def render_units(command: Sequence[str], args: Sequence[str]) -> dict[str, str]:
-    kbindexd = " ".join(exec_word(w) for w in command)
+def kbctl_command(daemon: Sequence[str]) -> list[str]:
+    """kbctl of the installation whose daemon command is ``daemon``."""
+    if len(daemon) == 1:
+        return [str(Path(daemon[0]).with_name("kbctl"))]
+    return [daemon[0], "-m", "kbindex.ctl.main"]
+
+
+def render_units(
+    command: Sequence[str],
+    args: Sequence[str],
+    needs: hardening.Needs,
+    version: int | None = None,
+) -> dict[str, str]:
+    """The two units for this installation (``command``), daemon arguments, sandbox
+    ``needs`` and manager ``version`` (None: unknown, so what works on any)."""
+    fields = {
+        "@KBINDEXD@": " ".join(exec_word(w) for w in command),
+        "@STATE_DIR@": exec_word(str(needs.state_dir)),
+        "@RELOAD@": "\n".join(
+            hardening.reload_lines(version, [exec_word(w) for w in kbctl_command(command)])
+        ),
+        "@SANDBOX@": "\n".join(hardening.sandbox_lines(needs)),
+    }
     rendered_args = " ".join(exec_word(w) for w in args)
     units = {}
     for name in UNITS:
-        text = unit_template(name).replace("@KBINDEXD@", kbindexd)
-        text = text.replace(" @ARGS@", f" {rendered_args}" if rendered_args else "")
+        text = unit_template(name).replace(" @ARGS@", f" {rendered_args}" if rendered_args else "")
+        for field, value in fields.items():
+            text = text.replace(field, value)
         units[name] = text
     return units
 
@@ -133,27 +161,38 @@ def install(
     home = config_home or default_config_home()
     config = config_path or default_config_file(home)
     try:
-        args, roots_to_write, notes = _plan_arguments(roots, config)
-        units = render_units(daemon_command(), args)
+        plan = _plan(roots, config)
+        command = daemon_command()
+        render_units(command, plan.args, plan.needs)  # a path no unit can hold fails here
     except ServiceError as exc:
         print(f"kbctl service install: {exc}", file=sys.stderr)
         return 2
+    problem, version = (None, None) if print_only else _manager(runner)
+    units = render_units(command, plan.args, plan.needs, version)
     if print_only:
         for name, text in units.items():
             print(f"# {unit_dir(home) / name}\n{text}")
         return 0
 
-    if roots_to_write:
-        _add_roots_to_config(config, roots_to_write)
-        print(f"wrote roots to {config}: {', '.join(map(str, roots_to_write))}")
+    if plan.roots_to_write:
+        _add_roots_to_config(config, plan.roots_to_write)
+        print(f"wrote roots to {config}: {', '.join(map(str, plan.roots_to_write))}")
     target = unit_dir(home)
     target.mkdir(parents=True, exist_ok=True)
+    # ReadWritePaths= can only open a directory that exists.
+    plan.needs.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    old = statedir.old_index(home, plan.needs.state_dir)
+    if old is not None and not problem:
+        # Its daemon has the files open: stopped first (the socket stays).
+        _systemctl(runner, ["stop", SERVICE], quiet=True)
     for name, text in units.items():
         _write_atomically(target / name, text)
-    for note in notes:
+    if old is not None:
+        moved = statedir.move_index(old, plan.needs.state_dir)
+        print(f"moved the index from {old} to {plan.needs.state_dir}: {', '.join(moved)}")
+    for note in plan.notes:
         print(f"note: {note}")
 
-    problem = _manager_problem(runner)
     if problem:
         print(f"{problem}: wrote {SERVICE} and {SOCKET} to {target} but enabled nothing")
         return 1
@@ -217,8 +256,17 @@ def status(*, config_home: Path | None = None, runner: Runner = run_command) -> 
 
 
 def installed_units_in_sync(config_home: Path | None = None) -> list[str]:
-    """Problems with the installed units: missing, outdated, or another installation's."""
-    target = unit_dir(config_home or default_config_home())
+    """Problems with the installed units: missing, outdated (for this kbindex version
+    or for the configuration as it is now), or another installation's."""
+    home = config_home or default_config_home()
+    target = unit_dir(home)
+    explicit = os.environ.get("KBINDEX_CONFIG")
+    config = Path(explicit).expanduser().absolute() if explicit else default_config_file(home)
+    try:
+        plan = _plan((), config)
+        expected = render_units(daemon_command(), plan.args, plan.needs)
+    except ServiceError:
+        expected = {}  # no roots, or a config file that does not parse: the daemon says so
     problems = []
     for name in UNITS:
         path = target / name
@@ -230,9 +278,10 @@ def installed_units_in_sync(config_home: Path | None = None) -> list[str]:
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(f"cannot read {path}: {exc}")
             continue
-        if _without_exec_start(installed) != _without_exec_start(unit_template(name)):
+        if name in expected and _comparable(installed) != _comparable(expected[name]):
             problems.append(
-                f"{path} differs from this kbindex version's unit (rerun kbctl service install)"
+                f"{path} differs from what this kbindex version and configuration need "
+                "(rerun kbctl service install)"
             )
         if name == SERVICE:
             problems.extend(_exec_start_problems(path, installed))
@@ -254,35 +303,47 @@ def _install_command(args: argparse.Namespace) -> int:
     return install(args.root, config_path=config, print_only=args.print)
 
 
-def _plan_arguments(
-    roots: Sequence[str | os.PathLike[str]], config: Path
-) -> tuple[list[str], list[Path], list[str]]:
-    """The daemon arguments, the roots to add to the config, and notes for the user."""
+@dataclass(frozen=True)
+class Plan:
+    args: list[str]
+    """The daemon's arguments after the socket and state directory."""
+    roots_to_write: list[Path]
+    """Roots to add to a config file that lists none."""
+    notes: list[str]
+    needs: hardening.Needs
+
+
+def _plan(roots: Sequence[str | os.PathLike[str]], config: Path) -> Plan:
+    """The daemon arguments, the roots to add to the config, notes for the user and
+    what the sandbox must allow."""
     given = [_checked_root(r) for r in roots]
     values = _read_config(config)
     configured = values.get("roots")
+    configured_roots = (
+        [_config_root(r, config) for r in configured] if isinstance(configured, list) else []
+    )
     notes = []
-    for key, flag in (("state_dir", "--state-dir"), ("socket_path", "--socket")):
-        if key in values:
-            notes.append(f"the service passes {flag}, so {key} in {config} does not apply")
+    if "socket_path" in values:
+        notes.append(f"the service passes --socket, so socket_path in {config} does not apply")
     if os.environ.get("KBINDEX_SOCKET"):
         notes.append(
             "KBINDEX_SOCKET is set in this shell: kbctl will look there, not at the "
             "service's socket $XDG_RUNTIME_DIR/kbindex/kbindex.sock"
         )
     args = ["--config", str(config)]
+    needs = hardening.needs(values, config, given or configured_roots)
     if not given:
         if not configured:
             raise ServiceError(
                 f"no roots to index: rerun with --root DIR, or add roots = [...] to {config}"
             )
-        return args, [], notes
+        return Plan(args, [], notes, needs)
     if not configured:
-        return args, given, notes
-    if isinstance(configured, list) and {_config_root(r, config) for r in configured} == set(given):
-        return args, [], notes
+        return Plan(args, given, notes, needs)
+    if set(configured_roots) == set(given):
+        return Plan(args, [], notes, needs)
     notes.append(f"{config} lists other roots; the service indexes the --root ones instead")
-    return [*args, "--", *map(str, given)], [], notes
+    return Plan([*args, "--", *map(str, given)], [], notes, needs)
 
 
 def _checked_root(raw: str | os.PathLike[str]) -> Path:
@@ -323,15 +384,21 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _manager_problem(runner: Runner) -> str | None:
-    """Why the user manager cannot be used, or None when it answers."""
+def _manager(runner: Runner) -> tuple[str | None, int | None]:
+    """Why the user manager cannot be used (None when it answers), and its systemd
+    version (``Version=252.39-1~deb12u2``: 252; None when unknown)."""
     result = runner(["systemctl", "--user", "show", "--property=Version"])
     if result.returncode == 127:
-        return "systemctl not found"
+        return "systemctl not found", None
     if result.returncode != 0:
         detail = _first_line(result.stderr) or f"exit status {result.returncode}"
-        return f"no systemd user manager reachable ({detail})"
-    return None
+        return f"no systemd user manager reachable ({detail})", None
+    match = re.search(r"Version=(\d+)", result.stdout)
+    return None, int(match.group(1)) if match else None
+
+
+def _manager_problem(runner: Runner) -> str | None:
+    return _manager(runner)[0]
 
 
 def _systemctl(runner: Runner, args: list[str], *, quiet: bool = False) -> bool:
@@ -346,8 +413,11 @@ def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
-def _without_exec_start(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith("ExecStart=")]
+def _comparable(text: str) -> list[str]:
+    """A unit's lines but those that vary with the manager's version or the roots given
+    on the command line."""
+    varying = ("ExecStart=", "ExecReload=", "Type=")
+    return [line for line in text.splitlines() if not line.startswith(varying)]
 
 
 def _exec_start_problems(path: Path, text: str) -> list[str]:

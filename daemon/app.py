@@ -41,7 +41,7 @@ from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
-from kbindex.daemon.serving.control import Control, describe_roots
+from kbindex.daemon.serving.control import ConfigRefused, Control, describe_roots
 from kbindex.daemon.serving.instance import (
     AlreadyRunning,
     Instance,
@@ -49,6 +49,7 @@ from kbindex.daemon.serving.instance import (
     UnsafeStateDirectory,
 )
 from kbindex.daemon.serving.notify import Notifier, watchdog_loop
+from kbindex.daemon.serving.refusal import wait_for_configuration
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
@@ -129,7 +130,9 @@ async def _serve(
         health,
         poll_seconds=settings.poll_interval_seconds,
     )
-    control = Control(settings, roots, indexer, health, changes, watcher)
+    control = Control(
+        settings, roots, indexer, health, changes, watcher, reread=reread, notifier=notifier
+    )
     meaning = _meaning(control, index, health)
     async with anyio.create_task_group() as tg:
         recovery = Recovery(indexer, health, tg)
@@ -167,8 +170,7 @@ async def _serve(
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
         tg.start_soon(_signals, tg, server, notifier, service.notes.wake)
-        if reread is not None:
-            tg.start_soon(_reloads, control, reread, notifier)
+        tg.start_soon(_reloads, control)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)
         tg.start_soon(Reconciler(indexer, roots, changes, health).run)
@@ -256,12 +258,11 @@ async def _signals(
             tg.start_soon(_shutdown, tg, server)
 
 
-async def _reloads(control: Control, reread: Callable[[], Settings], notifier: Notifier) -> None:
+async def _reloads(control: Control) -> None:
     with anyio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
-            notifier.reloading()
-            await control.reload(reread)
-            notifier.ready()
+            with suppress(ConfigRefused):  # logged, and status shows it
+                await control.reload()
 
 
 async def _shutdown(tg: anyio.abc.TaskGroup, server: Server) -> None:
@@ -328,12 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     settings_mod.add_arguments(parser)
     args = parser.parse_args(argv)
+    reread = partial(settings_mod.load, args)
     try:
-        settings = settings_mod.load(args)
+        settings: Settings | None = reread()
+        problem = ""
     except SettingsError as exc:
-        print(f"kbindexd: {exc}", file=sys.stderr)  # noqa: T201
-        return 2
-    _configure_logging(settings.log_level)
+        if not os.environ.get("LISTEN_FDS"):
+            print(f"kbindexd: {exc}", file=sys.stderr)  # noqa: T201
+            return 2
+        settings, problem = None, str(exc)  # served on the socket systemd passed
+    _configure_logging(settings.log_level if settings is not None else "info")
     # Everything the daemon creates (socket, index, locks) is for its user alone.
     os.umask(0o077)
     heap.map_large_allocations()
@@ -344,8 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         # A misconfigured socket unit: restarting would not help (exit 2 is not retried).
         log.error("%s", exc)
         return 2
+    if settings is None and inherited is None:
+        log.error("%s", problem)  # LISTEN_FDS was another process's: nothing to serve
+        return 2
     try:
-        anyio.run(partial(run, settings, notifier, inherited, partial(settings_mod.load, args)))
+        anyio.run(_supervise, settings, problem, reread, notifier, inherited)
     except (AlreadyRunning, UnsafeDirectory) as exc:
         log.error("%s", exc)
         return 1
@@ -357,6 +365,32 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         notifier.close()
     return 0
+
+
+async def _supervise(
+    settings: Settings | None,
+    problem: str,
+    reread: Callable[[], Settings],
+    notifier: Notifier,
+    inherited: socket.socket | None,
+) -> None:
+    """Run the daemon; on a socket systemd passed, a configuration that is refused
+    (at start, or by the backend or state directory it names) is served by
+    ``refusal`` until it is fixed, then the daemon runs with the fixed one."""
+    while True:
+        if settings is None:
+            assert inherited is not None
+            settings = await wait_for_configuration(problem, reread, notifier, inherited)
+            if settings is None:
+                return  # stopped by a signal
+            logging.getLogger().setLevel(settings.log_level.upper())
+        try:
+            await run(settings, notifier, inherited, reread)
+            return
+        except (StateDirUnusable, BackendMissing, IndexRefused) as exc:
+            if inherited is None:
+                raise
+            settings, problem = None, str(exc)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import pathspec
 import platformdirs
-from kbindex.daemon import root_changes
+from kbindex.daemon import root_changes, sandbox
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
 ALL_TEXT = "*"
@@ -467,7 +467,8 @@ def check_root(path: Path, others: Sequence[Path]) -> Path:
     """The resolved ``path`` if it can be a root beside ``others`` (already resolved);
     raises SettingsError saying why not. Used at startup and by ``kbctl roots add``."""
     if not path.exists():
-        raise SettingsError(f"root {path} does not exist")
+        hint = sandbox.hidden_hint(path)
+        raise SettingsError(f"root {path} does not exist" + (f" ({hint})" if hint else ""))
     if not path.is_dir():
         raise SettingsError(f"root {path} is not a directory")
     resolved = path.resolve()

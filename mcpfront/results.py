@@ -203,7 +203,11 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
         lines.append(
             f"The index cannot be written, answers may be out of date: {reply.index_error}"
         )
-    if reply.config_error:
+    if reply.unconfigured:
+        lines.append(
+            f"kbindexd refused its configuration, nothing is indexed: {reply.config_error}"
+        )
+    elif reply.config_error:
         lines.append(f"The last configuration reload was refused: {reply.config_error}")
     return structured, _clip("\n".join(lines), BUDGET)
 

@@ -196,6 +196,7 @@ STATS: Final = types.Tool(
             "index_recovered": _STR,
             "index_error": _STR,
             "config_error": _STR,
+            "unconfigured": _BOOL,
         }
     ),
     annotations=_hints(),

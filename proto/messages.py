@@ -183,6 +183,12 @@ class Check(Request, tag="check", frozen=True):
     """Verify the index (``PRAGMA quick_check``) and report the WAL size: kbctl doctor."""
 
 
+class Reload(Request, tag="reload", frozen=True):
+    """Re-read the configuration, as SIGHUP does, and answer once it is in force (or
+    refused): ``kbctl reload``, and the unit's ExecReload= where systemd has no
+    ``Type=notify-reload``."""
+
+
 AnyRequest = (
     Hello
     | Ping
@@ -202,6 +208,7 @@ AnyRequest = (
     | AddRoot
     | RemoveRoot
     | Check
+    | Reload
 )
 
 REQUEST_OPS: Final = frozenset(str(cls.__struct_config__.tag) for cls in AnyRequest.__args__)
@@ -242,7 +249,8 @@ class ErrorCode:
     BUSY: Final = "busy"
     """Every connection slot is taken by a connection with a request in flight."""
     CONFIG_ERROR: Final = "config_error"
-    """The config file could not be read or written (``kbctl roots add|remove``)."""
+    """The config file could not be read or written (``kbctl roots add|remove``), a
+    reload was refused, or the daemon runs with no configuration in force."""
     INDEX_REBUILDING: Final = "index_rebuilding"
     """The index was found damaged and is being rebuilt from the files: retry shortly."""
     INDEX_UNWRITABLE: Final = "index_unwritable"
@@ -415,6 +423,11 @@ class StatusReply(Reply, tag="status", frozen=True):
     config_error: str = ""
     """Non-empty while the last reload (SIGHUP) was refused: why. The daemon runs on the
     configuration it had; cleared by the next reload that succeeds."""
+    unconfigured: bool = False
+    """True while no configuration is in force: the one the daemon was started with
+    was refused (``config_error`` says why), and it indexes nothing, answering until a
+    reload (or ``refresh``) finds the configuration fixed. Only under socket activation:
+    elsewhere a bad configuration stops the daemon."""
     semantic: SemanticStatus | None = None
     backend: BackendStatus | None = None
     """Where the index lives (None from a daemon older than this field: SQLite)."""
@@ -584,6 +597,12 @@ class RootsReply(Reply, tag="roots", frozen=True):
     record of changed roots in its state directory."""
 
 
+class ReloadReply(Reply, tag="reload", frozen=True):
+    message: str
+    """What the reload did (roots added and removed), or that the configuration now in
+    force replaced a refused one."""
+
+
 class CheckReply(Reply, tag="check", frozen=True):
     integrity: str
     """``ok``, or the first problem quick_check found."""
@@ -593,6 +612,7 @@ class CheckReply(Reply, tag="check", frozen=True):
 
 AnyReply = (
     CheckReply
+    | ReloadReply
     | ErrorReply
     | HelloReply
     | Pong

@@ -89,5 +89,6 @@ def status(reply: StatusReply, now: float | None = None) -> dict[str, Any]:
         "index_recovered": reply.index_recovered,
         "index_error": reply.index_error,
         "config_error": reply.config_error,
+        "unconfigured": reply.unconfigured,
         "semantic": None if reply.semantic is None else msgspec.to_builtins(reply.semantic),
     }

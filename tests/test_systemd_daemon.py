@@ -15,8 +15,8 @@ import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
 from kbindex.daemon.storage.engine import sqlite
-from kbindex.proto.client import Client, ClientError
-from kbindex.proto.messages import RefreshReply
+from kbindex.proto.client import Client, ClientError, DaemonError
+from kbindex.proto.messages import RefreshReply, Reload, ReloadReply, StatusReply
 
 pytestmark = pytest.mark.anyio
 
@@ -79,28 +79,7 @@ async def test_socket_activation_serves_the_inherited_socket(
 ) -> None:
     d = make_daemon()
     write(d.root / "a.md", "activated search\n")
-    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listening.bind(str(d.socket))
-    listening.listen()
-    fd = listening.fileno()
-    # A tiny launcher puts the socket at fd 3 and sets LISTEN_PID to its own pid, then
-    # execs the daemon in the same process, as systemd does.
-    launcher = (
-        "import os, sys\n"
-        f"os.dup2({fd}, 3)\n"
-        "os.environ['LISTEN_FDS'] = '1'\n"
-        "os.environ['LISTEN_PID'] = str(os.getpid())\n"
-        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
-    with d.log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", launcher, *d.command()[1:]],
-            pass_fds=(fd,),
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
+    proc, listening = _activated(d)
     listening.close()  # the daemon holds it now
     try:
 
@@ -214,3 +193,112 @@ async def test_sighup_reloads_roots_and_ignores_without_dropping_connections(
 
 async def _logged(d: Daemon, text: str) -> bool:
     return text in d.log()
+
+
+def _activated(d: Daemon, *extra: str) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """kbindexd started on a listening socket passed as fd 3, as systemd does; the
+    socket is returned (still open, as systemd keeps it)."""
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listening.bind(str(d.socket))
+    listening.listen()
+    fd = listening.fileno()
+    # A tiny launcher puts the socket at fd 3 and sets LISTEN_PID to its own pid, then
+    # execs the daemon in the same process, as systemd does.
+    launcher = (
+        "import os, sys\n"
+        f"os.dup2({fd}, 3)\n"
+        "os.environ['LISTEN_FDS'] = '1'\n"
+        "os.environ['LISTEN_PID'] = str(os.getpid())\n"
+        "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBINDEX_")}
+    env["KBINDEX_SEMANTIC"] = "off"
+    with d.log_path.open("ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", launcher, *d.command(*extra)[1:]],
+            pass_fds=(fd,),
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
+    return proc, listening
+
+
+@pytest.mark.slow
+async def test_a_refused_configuration_keeps_serving_the_socket_until_fixed(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    d = make_daemon()
+    root = d.root
+    write(root / "a.md", "refusal fixed\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'roots = ["{tmp_path / "gone"}"]\n')
+    d.roots = []  # from the config file, as under systemd
+    proc, listening = _activated(d, "--config", str(config))
+    try:
+
+        async def refused() -> StatusReply | None:
+            try:
+                async with Client.connect(d.socket) as c:
+                    return await c.status()
+            except ClientError:
+                return None
+
+        status = await wait_for(refused, timeout=20)
+        assert status.unconfigured
+        assert f"root {tmp_path / 'gone'} does not exist" in status.config_error
+        async with Client.connect(d.socket) as c:
+            with pytest.raises(DaemonError) as refusal:
+                await c.search("refusal")
+            assert refusal.value.code == "config_error"
+            assert "systemctl --user reload kbindexd" in refusal.value.message
+            with pytest.raises(DaemonError):
+                await c.request(Reload(), ReloadReply)  # still broken: still refused
+        assert proc.poll() is None
+
+        config.write_text(f'roots = ["{root}"]\n')
+        async with Client.connect(d.socket) as c:
+            reply = await c.request(Reload(), ReloadReply)
+        assert "starting with it" in reply.message
+
+        async def found() -> bool:
+            try:
+                async with Client.connect(d.socket) as c:
+                    return bool((await c.search("refusal")).hits)
+            except ClientError:
+                return False
+
+        await wait_for(found, timeout=20)
+        proc.send_signal(signal.SIGTERM)
+        assert wait_exit(proc) == 0
+    finally:
+        listening.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.slow
+async def test_reload_request_answers_once_the_configuration_is_in_force(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    write(first / "one.md", "inforce one\n")
+    write(second / "two.md", "inforce two\n")
+    config = tmp_path / "kb.toml"
+    config.write_text(f'roots = ["{first}"]\n')
+    d = make_daemon(first)
+    d.roots = []
+    d.extra_args = ["--config", str(config)]
+    await d.start()
+    config.write_text(f'roots = ["{first}", "{second}"]\n')
+    async with d.client() as c:
+        reply = await c.request(Reload(), ReloadReply)
+        assert "1 added" in reply.message
+        status = await c.status()  # no waiting: in force when the reply came
+        assert sorted(r.path for r in status.roots) == sorted([str(first), str(second)])
+        config.write_text("roots = [\n")
+        with pytest.raises(DaemonError) as refused:
+            await c.request(Reload(), ReloadReply)
+        assert refused.value.code == "config_error"
+        assert (await c.status()).config_error

@@ -16,6 +16,8 @@ from contextlib import contextmanager, suppress
 from typing import Any, Final
 
 import psycopg
+from kbindex.daemon import sandbox
+from kbindex.proto.dsn import over_tcp
 
 CONNECT_TIMEOUT_SECONDS: Final = 5
 STATEMENT_TIMEOUT_MS: Final = 5000
@@ -26,12 +28,20 @@ Connection = psycopg.Connection[Any]
 
 
 def connect(dsn: str, *, read_only: bool) -> Connection:
-    conn = psycopg.connect(
-        dsn,
-        autocommit=True,
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        application_name=APPLICATION,
-    )
+    try:
+        conn = psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=CONNECT_TIMEOUT_SECONDS,
+            application_name=APPLICATION,
+        )
+    except psycopg.OperationalError as exc:
+        # libpq's own words for a socket() the sandbox refused are often none at all
+        # ("connection is bad: no error details available").
+        denied = sandbox.tcp_denied() if over_tcp(dsn) else ""
+        if denied:
+            raise psycopg.OperationalError(denied) from exc
+        raise
     # JIT compiles a plan whose estimated cost is high, which a search's nested loops
     # over postings often is: 230 ms of compiling for a 2 ms search.
     conn.execute("SET jit = off")

@@ -26,6 +26,7 @@ from kbindex.daemon import config_file, root_changes
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.serving.notify import Notifier
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
 from kbindex.daemon.watching.changes import Changes
 from kbindex.daemon.watching.watcher import Watcher
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 
 class BadRoot(Exception):
     """A root to add or remove is refused: why is in the message."""
+
+
+class ConfigRefused(Exception):
+    """A reload found the configuration invalid (or not in force at all): why."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,9 @@ class Control:
         health: Health,
         changes: Changes,
         watcher: Watcher,
+        *,
+        reread: Callable[[], Settings] | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.settings = settings
         """The settings in force: the ones the daemon started with, then a reload's."""
@@ -65,7 +73,11 @@ class Control:
         self.watcher = watcher
         self.config_error = ""
         """Why the last reload was refused (status shows it); "" after one succeeds."""
+        self.reread = reread
+        """Resolves the settings again from the same flags, environment and file."""
+        self.notifier = notifier or Notifier(None)
         self._lock = anyio.Lock()
+        self._reloading = anyio.Lock()
 
     # ------------------------------------------------------------ roots at runtime
 
@@ -129,22 +141,40 @@ class Control:
 
     # ------------------------------------------------------------ reload (SIGHUP)
 
-    async def reload(self, reread: Callable[[], Settings]) -> None:
-        """Re-read the settings with ``reread`` and apply them; a bad configuration is
-        refused (the running one stays, status says why), and so is logged."""
+    async def reload(self) -> str:
+        """Re-read the settings and apply them; returns what changed. A configuration
+        that does not validate is refused with ConfigRefused (the running one stays,
+        status says why), and so is logged. The service manager hears RELOADING=1
+        before and READY=1 once the new configuration is in force or refused, which is
+        what ``Type=notify-reload`` waits for."""
+        async with self._reloading:
+            self.notifier.reloading("reloading the configuration")
+            try:
+                return await self._reload()
+            finally:
+                self.notifier.ready(f"serving {len(self.roots.paths)} root(s)")
+
+    async def _reload(self) -> str:
+        if self.reread is None:
+            raise ConfigRefused("this kbindexd was started without a configuration to re-read")
         try:
-            new = await anyio.to_thread.run_sync(reread)
+            new = await anyio.to_thread.run_sync(self.reread)
         except SettingsError as exc:
             log.error("reload refused, keeping the running configuration: %s", exc)
             self.config_error = str(exc)
-            return
+            raise ConfigRefused(
+                f"reload refused, keeping the running configuration: {exc}"
+            ) from None
         try:
-            log.info("%s", await self.apply(new))
+            summary = await self.apply(new)
         except Exception as exc:
             # A reload that fails halfway (a write to a full disk) must not take the
             # daemon down; the next reload or scan completes it.
             log.exception("reload failed")
             self.config_error = f"reload failed halfway ({exc}); see the log"
+            raise ConfigRefused(self.config_error) from None
+        log.info("%s", summary)
+        return summary
 
     async def apply(self, new: Settings) -> str:
         """Apply re-read settings without dropping connections: roots, ignore rules,

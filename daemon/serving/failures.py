@@ -14,7 +14,7 @@ from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
 from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.searching.query import BadQuery
-from kbindex.daemon.serving.control import BadRoot
+from kbindex.daemon.serving.control import BadRoot, ConfigRefused
 from kbindex.daemon.serving.notefile import NoteError
 from kbindex.daemon.storage.index import NotIndexed
 from kbindex.daemon.storage.recovery import IndexRebuilding
@@ -46,6 +46,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     VersionMismatch: ErrorCode.VERSION_MISMATCH,
     BadRoot: ErrorCode.INVALID_ARGUMENT,
     ConfigError: ErrorCode.CONFIG_ERROR,
+    ConfigRefused: ErrorCode.CONFIG_ERROR,
     IndexRebuilding: ErrorCode.INDEX_REBUILDING,
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
     IndexUnavailable: ErrorCode.UNAVAILABLE,

@@ -24,6 +24,7 @@ import secrets
 import stat
 from typing import Final
 
+from kbindex.daemon import sandbox
 from kbindex.daemon.indexing.ignore import WRITING_MARK
 from kbindex.daemon.roots import Located
 
@@ -269,7 +270,9 @@ class NoteFile:
         os.fsync(self._fd)
 
     def _failed(self, doing: str, exc: OSError) -> NoteError:
-        return NoteError(error_code(exc), f"cannot {doing} {self.located.relpath}: {exc.strerror}")
+        hint = sandbox.read_only_hint(exc)
+        why = f"{exc.strerror} ({hint})" if hint else exc.strerror
+        return NoteError(error_code(exc), f"cannot {doing} {self.located.relpath}: {why}")
 
 
 def temporary_name(name: str, limit: int = NAME_MAX) -> str:

@@ -68,6 +68,8 @@ from kbindex.proto.messages import (
     ReadFileReply,
     Refresh,
     RefreshReply,
+    Reload,
+    ReloadReply,
     RemoveRoot,
     Reply,
     Request,
@@ -209,20 +211,13 @@ class Service:
                 return await self._roots_reply(await self.control.add_root(request.path))
             case RemoveRoot():
                 return await self._roots_reply(await self.control.remove_root(request.path))
+            case Reload():
+                return ReloadReply(message=await self.control.reload())
         raise InvalidArgument(f"unsupported request {type(request).__name__}")
 
     def hello(self, request: Hello) -> HelloReply:
-        if request.version != PROTOCOL_VERSION:
-            raise VersionMismatch(
-                f"client speaks protocol {request.version}, kbindexd {VERSION} speaks "
-                f"{PROTOCOL_VERSION}; install matching versions of kbindex"
-            )
         writable = ["notes"] if self.notes.writable_roots() else []
-        return HelloReply(
-            version=PROTOCOL_VERSION,
-            server=f"kbindexd {VERSION}",
-            capabilities=[*CAPABILITIES, *writable],
-        )
+        return hello_reply(request, [*CAPABILITIES, *writable])
 
     async def _counts(self) -> Counts:
         """The index's counts, recounted only after a write: counting scans the files
@@ -461,6 +456,17 @@ class Service:
             message=changed.message,
             config_path=str(changed.recorded_in),
         )
+
+
+def hello_reply(request: Hello, capabilities: list[str]) -> HelloReply:
+    if request.version != PROTOCOL_VERSION:
+        raise VersionMismatch(
+            f"client speaks protocol {request.version}, kbindexd {VERSION} speaks "
+            f"{PROTOCOL_VERSION}; install matching versions of kbindex"
+        )
+    return HelloReply(
+        version=PROTOCOL_VERSION, server=f"kbindexd {VERSION}", capabilities=capabilities
+    )
 
 
 def _limit(value: int, *, maximum: int = MAX_LIMIT) -> int:
