@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.ctl import render
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.mcpfront import results
 from kbindex.proto.client import DaemonError
 from mcp_helpers import mcp_stdio, structured, text
@@ -231,6 +232,46 @@ async def test_a_refused_reload_shows_in_status_and_doctor_until_a_good_one(
     assert "CONFIG RELOAD REFUSED" not in kbctl(d, "status").stdout
     doctor = kbctl(d, "doctor")
     assert "configuration reload" not in doctor.stdout and doctor.returncode == 0
+
+
+# ------------------------------------------------------------------ doctor
+
+
+@pytest.mark.slow
+async def test_doctor_after_a_full_reindex_finds_the_index_whole(daemon: Daemon) -> None:
+    """A pooled reader that searched before the writer rewrote the index held FTS5's old
+    structure, and its integrity check called the new index malformed."""
+    for i in range(200):  # more than one page per segment: a stale view then fails
+        write(daemon.root / f"n{i}.md", f"# Note {i}\nalpha beta gamma {i} delta\n")
+    await daemon.refresh()
+    assert await daemon.search_paths("alpha")
+    assert kbctl(daemon, "doctor").returncode == 0
+    r = kbctl(daemon, "reindex", "--full", "--wait")
+    assert r.returncode == 0, r.stderr
+    doctor = kbctl(daemon, "doctor")
+    assert "ok    index integrity" in doctor.stdout, doctor.stdout
+    assert doctor.returncode == 0
+
+
+@pytest.mark.slow
+async def test_doctor_reports_a_really_damaged_full_text_index(daemon: Daemon) -> None:
+    for i in range(40):
+        write(daemon.root / f"n{i}.md", f"# Note {i}\nalpha beta gamma {i} delta\n")
+    await daemon.refresh()
+    # Damage as a failing disk would leave it: a page of the unstemmed index zeroed,
+    # written into the live file by a connection of the test's own.
+    conn = sqlite.connect(daemon.db_path, isolation_level=None)
+    try:
+        conn.execute(
+            "UPDATE docs_exact_data SET block = zeroblob(length(block))"
+            " WHERE id = (SELECT max(id) FROM docs_exact_data)"
+        )
+    finally:
+        conn.close()
+    doctor = kbctl(daemon, "doctor")
+    assert doctor.returncode == 1
+    assert "FAIL  index integrity: malformed inverted index" in doctor.stdout
+    assert "docs_exact" in doctor.stdout
 
 
 # ------------------------------------------------------------------ pipes
