@@ -108,6 +108,24 @@ async def test_kbctl_and_mcp_read_of_a_skipped_file_say_why(make_daemon: MakeDae
         assert result.is_error and "too_large" in text(result), text(result)
 
 
+@pytest.mark.slow
+async def test_reading_past_the_end_of_a_file_is_an_error_naming_its_length(
+    daemon: Daemon,
+) -> None:
+    write(daemon.root / "short.md", "".join(f"line {i}\n" for i in range(1, 439)))
+    write(daemon.root / "empty.md", "")
+    await daemon.refresh()
+    r = kbctl(daemon, "read", "short.md", "--start", "500")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "has 438 line(s): start_line 500 is past its end" in r.stderr, r.stderr
+    last = kbctl(daemon, "read", "short.md", "--start", "438")
+    assert last.returncode == 0 and last.stdout == "438| line 438\n"
+    async with daemon.client() as c:
+        with pytest.raises(DaemonError, match="start_line 439 is past its end"):
+            await c.read_file("short.md", 439)
+        assert (await c.read_file("empty.md", 1)).total_lines == 0  # nothing, and no error
+
+
 # ------------------------------------------------------------------ relative paths
 
 

@@ -408,6 +408,11 @@ class Service:
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
         )
+        if first > max(total, 1):
+            # An empty answer would read as an empty file (kbctl printed a blank line).
+            raise InvalidArgument(
+                f"{located.path} has {total:,} line(s): start_line {first:,} is past its end"
+            )
         digest = ""
         if self.settings.writable(located.root):
             data = await anyio.to_thread.run_sync(located.path.read_bytes)
