@@ -126,6 +126,23 @@ async def test_reading_past_the_end_of_a_file_is_an_error_naming_its_length(
         assert (await c.read_file("empty.md", 1)).total_lines == 0  # nothing, and no error
 
 
+# ------------------------------------------------------------------ titles
+
+
+@pytest.mark.slow
+async def test_a_python_file_is_titled_by_its_docstring_not_a_comment(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    d.extra_args = ["--include-ext", ".py"]
+    write(d.root / "tool.py", '# flake8: noqa\n"""Frobnicate widgets."""\nimport os\n')
+    write(d.root / "plain.py", "# noqa: E501 (a licence header would do too)\nx = 1\n")
+    await d.start()
+    async with d.client() as c:
+        hits = (await c.search("noqa")).hits
+    assert {h.relpath: h.title for h in hits} == {"tool.py": "Frobnicate widgets.", "plain.py": ""}
+
+
 # ------------------------------------------------------------------ relative paths
 
 
