@@ -168,6 +168,8 @@ def cmd_grep(client: BlockingClient, args: argparse.Namespace) -> int:
     if summary:
         sys.stdout.flush()  # the lines first, then what to make of them
         print(f"kbctl: {summary}", file=sys.stderr)
+    if not args.json:
+        render.notes(reply.notes)
     return 0 if reply.total or reply.lines else 1
 
 

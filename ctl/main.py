@@ -111,6 +111,7 @@ def cmd_files(client: BlockingClient, args: argparse.Namespace) -> int:
         render.emit_json(reply)
     else:
         print(render.files(reply))
+        render.notes(reply.notes)
     return 0
 
 
@@ -253,7 +254,12 @@ def _add_search(sub: Any) -> None:
     p = sub.add_parser("search", help="search the index", epilog=SEARCH_HELP, allow_abbrev=False)
     p.add_argument("query", nargs="+", help='words, "phrases", -exclusions, prefix*')
     p.add_argument("--limit", type=int, default=10, help="results to show (1-100)")
-    p.add_argument("--path", metavar="GLOB", help="only paths matching a glob or prefix")
+    p.add_argument(
+        "--path",
+        metavar="GLOB",
+        type=paths.given,
+        help="only under a folder or matching a glob (relative to here or a root, or absolute)",
+    )
     p.add_argument(
         "--mode",
         default="auto",
@@ -276,7 +282,9 @@ def _add_reindex(sub: Any) -> None:
 
 def _add_files(sub: Any) -> None:
     p = sub.add_parser("files", help="list indexed files matching a glob")
-    p.add_argument("glob", nargs="?", default="*")
+    p.add_argument(
+        "glob", nargs="?", default="*", type=paths.given, help="a folder or a glob (as --path)"
+    )
     p.add_argument("--limit", type=int, default=100, help="files to list (1-1000)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_files)

@@ -212,6 +212,15 @@ def files(reply: FindFilesReply) -> str:
     return "\n".join(rows) if rows else "no files"
 
 
+def notes(found: list[str]) -> None:
+    """A reply's notes on stderr, after its lines: stdout stays a list of lines a pipe
+    reads (``files``, ``grep``)."""
+    if found:
+        sys.stdout.flush()
+        for note in found:
+            print(f"kbctl: note: {note}", file=sys.stderr)
+
+
 class ProgressBar:
     """A one-line progress bar on stderr when it is a terminal, sparse lines otherwise."""
 

@@ -1,7 +1,8 @@
 """Tool definitions as a model sees them: descriptions, input and output JSON Schemas, hints.
 
 Every client sends tools/list to the model on every turn, so it has a budget (under 7,000
-characters, tests/test_mcp_budget.py). Descriptions say what a tool is for, when to use
+characters as sent, compact JSON, and as the SDK's own client returns it; 10,800 with the
+note tools: tests/test_mcp_budget.py). Descriptions say what a tool is for, when to use
 it and what to call next; output schemas give each field's type (clients validate the
 structured content against them, so they are kept exactly in step with results.py and
 matches.py) and a description only where the name does not say it. Input bounds mirror
@@ -61,10 +62,9 @@ SEARCH: Final = types.Tool(
     name="search",
     title="Search files",
     description=(
-        "Ranked search of the user's files (notes, docs, code): words in any "
-        'order (questions rank by words matched), "exact phrase", -exclude, prefix*; '
-        "and meaning if on. Each "
-        "result: path, line of the best match, snippet (matches in ⟦ ⟧); then "
+        "Ranked search of the user's files (notes, docs, code): words in any order "
+        '(a question works), "exact phrase", -exclude, prefix*; meaning too if on. '
+        "Each result: path, line of the match, snippet (matches in ⟦ ⟧); then "
         "read_file(path, start_line=line-5)."
     ),
     input_schema={
@@ -114,8 +114,8 @@ GREP: Final = types.Tool(
     title="Grep files",
     description=(
         "Lines matching a regex (ripgrep syntax) or a literal in the indexed files, "
-        "exactly as rg finds them. Returns path:line:text, paths relative to the folder "
-        "named above them. For topics, not strings, use search."
+        "exactly as rg finds them: path:line:text, paths relative to the folder named "
+        "above them. For topics, not strings, use search."
     ),
     input_schema={
         "type": "object",
@@ -157,8 +157,8 @@ STATS: Final = types.Tool(
     name="get_index_stats",
     title="Index status",
     description=(
-        "Indexed folders (state, files, writable), last update, running scan, errors. "
-        "Check it before trusting an empty result."
+        "Indexed folders (state, files, writable), last update, scan, errors: check it "
+        "before trusting an empty result."
     ),
     input_schema={"type": "object", "properties": {}},
     output_schema=_object(
@@ -206,9 +206,9 @@ REFRESH: Final = types.Tool(
     name="refresh_index",
     title="Refresh the index",
     description=(
-        "Re-index now and wait. Changes are indexed by themselves within seconds: use "
-        "this only when a file just written is not found, or when asked. filepath (file "
-        "or folder) narrows it."
+        "Re-index now and wait. Changes are indexed within seconds anyway: use it only "
+        "when a file just written is not found, or when asked; filepath (file or "
+        "folder) narrows it."
     ),
     input_schema={"type": "object", "properties": {"filepath": {"type": ["string", "null"]}}},
     output_schema=_object(
@@ -230,8 +230,8 @@ READ_FILE: Final = types.Tool(
     title="Read a file",
     description=(
         "Numbered lines of an indexed file (path absolute or relative to an indexed "
-        "folder), about 12 KB per answer: when truncated, continue with "
-        "start_line=next_start_line. end_line is inclusive."
+        "folder), ~12 KB per answer; if truncated, go on at start_line=next_start_line. "
+        "end_line is inclusive."
     ),
     input_schema={
         "type": "object",
@@ -262,9 +262,9 @@ FIND_FILES: Final = types.Tool(
     name="find_files",
     title="Find files by name",
     description=(
-        "Indexed files whose path matches a glob, with their sizes and times: find a file "
-        "by name or list a folder. Globs are relative to the indexed folders ('*' crosses "
-        "'/'): '*.md', 'notes/*', or a folder path."
+        "Indexed files under a folder or matching a glob: find a file by name or list a "
+        "folder. Relative to an indexed folder or absolute; '*' crosses '/': 'notes/', "
+        "'*.md'."
     ),
     input_schema={
         "type": "object",

@@ -163,7 +163,7 @@ class Toolbox:
         )
         assert limit is not None
         reply = await self.backend.find_files(glob, limit)
-        return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, args.notes)
+        return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, [*args.notes, *reply.notes])
 
     async def _grep(self, call: Call) -> Outcome:
         args = call.args
@@ -198,7 +198,7 @@ class Toolbox:
             context=context > 0,
             limit=limit,
             max_limit=MAX_GREP_LIMIT,
-            notes=args.notes,
+            notes=[*args.notes, *reply.notes],
         )
 
     def _note(self, name: str) -> Callable[[Call], Awaitable[Outcome]]:

@@ -52,7 +52,9 @@ class Search(Request, tag="search", frozen=True):
     query: str
     limit: int = 10
     path: Pattern | None = None
-    """A glob (``docs/*.md``) or a path prefix (``docs/``), relative to a root or absolute."""
+    """A glob (``docs/*.md``) or a folder (``docs/``), relative to a root or absolute;
+    a first folder named as a root is also taken inside that root (``notes/`` for the
+    root ``/home/me/notes``). A filter that matches no indexed file gets a note."""
     mode: str = "auto"
     """``auto`` (``hybrid`` where search by meaning is on, else words: every term,
     then any) | ``words`` (that word search, whatever else is on) | ``all`` (every
@@ -476,7 +478,8 @@ class SearchReply(Reply, tag="search", frozen=True):
     freshness: Freshness | None = None
     notes: list[str] = []
     """What the client should know about this answer: search by meaning asked for but
-    unavailable (answered by words), files not embedded yet."""
+    unavailable (answered by words), files not embedded yet, a path filter that matches
+    no indexed file."""
 
 
 class GrepLine(msgspec.Struct, kw_only=True, array_like=True):
@@ -517,6 +520,8 @@ class GrepReply(Reply, tag="grep", frozen=True):
     """The pattern has no literal the trigram index could use: every indexed file
     (within ``path``) was read."""
     freshness: Freshness | None = None
+    notes: list[str] = []
+    """As ``SearchReply.notes``: a path filter that matches no indexed file."""
 
 
 class NoteReply(Reply, tag="note", frozen=True):
@@ -578,6 +583,8 @@ class FindFilesReply(Reply, tag="find_files", frozen=True):
     files: list[FileInfo]
     total: int
     truncated: bool
+    notes: list[str] = []
+    """As ``SearchReply.notes``: a glob that matches no indexed file."""
 
 
 class WhyReply(Reply, tag="why", frozen=True):

@@ -171,8 +171,8 @@ async def test_pathological_queries_are_refused_or_bounded(guarded: Daemon) -> N
          {"invalid_argument"}),
         ("search path filter of 5,000 characters",
          lambda c: c.search("text", path="*" * 5000), {"invalid_argument"}),
-        ("read_file start_line 2**63",
-         lambda c: c.read_file("doc.md", start_line=2**63), set()),
+        ("read_file start_line 2**63",  # past the end of the file
+         lambda c: c.read_file("doc.md", start_line=2**63), {"invalid_argument"}),
         ("read_file end_line -1", lambda c: c.read_file("doc.md", end_line=-1),
          {"invalid_argument"}),
         ("read_file start_line 0", lambda c: c.read_file("doc.md", start_line=0),

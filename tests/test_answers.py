@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.ctl import render
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.mcpfront import results
 from kbindex.proto.client import DaemonError
 from mcp_helpers import mcp_stdio, structured, text
@@ -105,6 +106,41 @@ async def test_kbctl_and_mcp_read_of_a_skipped_file_say_why(make_daemon: MakeDae
     async with mcp_stdio(d.socket) as client:
         result = await client.call_tool("read_file", {"path": "big.md"})
         assert result.is_error and "too_large" in text(result), text(result)
+
+
+@pytest.mark.slow
+async def test_reading_past_the_end_of_a_file_is_an_error_naming_its_length(
+    daemon: Daemon,
+) -> None:
+    write(daemon.root / "short.md", "".join(f"line {i}\n" for i in range(1, 439)))
+    write(daemon.root / "empty.md", "")
+    await daemon.refresh()
+    r = kbctl(daemon, "read", "short.md", "--start", "500")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "has 438 line(s): start_line 500 is past its end" in r.stderr, r.stderr
+    last = kbctl(daemon, "read", "short.md", "--start", "438")
+    assert last.returncode == 0 and last.stdout == "438| line 438\n"
+    async with daemon.client() as c:
+        with pytest.raises(DaemonError, match="start_line 439 is past its end"):
+            await c.read_file("short.md", 439)
+        assert (await c.read_file("empty.md", 1)).total_lines == 0  # nothing, and no error
+
+
+# ------------------------------------------------------------------ titles
+
+
+@pytest.mark.slow
+async def test_a_python_file_is_titled_by_its_docstring_not_a_comment(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    d.extra_args = ["--include-ext", ".py"]
+    write(d.root / "tool.py", '# flake8: noqa\n"""Frobnicate widgets."""\nimport os\n')
+    write(d.root / "plain.py", "# noqa: E501 (a licence header would do too)\nx = 1\n")
+    await d.start()
+    async with d.client() as c:
+        hits = (await c.search("noqa")).hits
+    assert {h.relpath: h.title for h in hits} == {"tool.py": "Frobnicate widgets.", "plain.py": ""}
 
 
 # ------------------------------------------------------------------ relative paths
@@ -231,6 +267,46 @@ async def test_a_refused_reload_shows_in_status_and_doctor_until_a_good_one(
     assert "CONFIG RELOAD REFUSED" not in kbctl(d, "status").stdout
     doctor = kbctl(d, "doctor")
     assert "configuration reload" not in doctor.stdout and doctor.returncode == 0
+
+
+# ------------------------------------------------------------------ doctor
+
+
+@pytest.mark.slow
+async def test_doctor_after_a_full_reindex_finds_the_index_whole(daemon: Daemon) -> None:
+    """A pooled reader that searched before the writer rewrote the index held FTS5's old
+    structure, and its integrity check called the new index malformed."""
+    for i in range(200):  # more than one page per segment: a stale view then fails
+        write(daemon.root / f"n{i}.md", f"# Note {i}\nalpha beta gamma {i} delta\n")
+    await daemon.refresh()
+    assert await daemon.search_paths("alpha")
+    assert kbctl(daemon, "doctor").returncode == 0
+    r = kbctl(daemon, "reindex", "--full", "--wait")
+    assert r.returncode == 0, r.stderr
+    doctor = kbctl(daemon, "doctor")
+    assert "ok    index integrity" in doctor.stdout, doctor.stdout
+    assert doctor.returncode == 0
+
+
+@pytest.mark.slow
+async def test_doctor_reports_a_really_damaged_full_text_index(daemon: Daemon) -> None:
+    for i in range(40):
+        write(daemon.root / f"n{i}.md", f"# Note {i}\nalpha beta gamma {i} delta\n")
+    await daemon.refresh()
+    # Damage as a failing disk would leave it: a page of the unstemmed index zeroed,
+    # written into the live file by a connection of the test's own.
+    conn = sqlite.connect(daemon.db_path, isolation_level=None)
+    try:
+        conn.execute(
+            "UPDATE docs_exact_data SET block = zeroblob(length(block))"
+            " WHERE id = (SELECT max(id) FROM docs_exact_data)"
+        )
+    finally:
+        conn.close()
+    doctor = kbctl(daemon, "doctor")
+    assert doctor.returncode == 1
+    assert "FAIL  index integrity: malformed inverted index" in doctor.stdout
+    assert "docs_exact" in doctor.stdout
 
 
 # ------------------------------------------------------------------ pipes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode, extract_title, line_slice
@@ -25,6 +26,39 @@ def test_titles() -> None:
     assert extract_title("no heading here\n#hashtag") == ""
     assert extract_title("#hashtag\n#\n# \n#\tTabbed # \n# Later") == "Tabbed"
     assert extract_title("x" * 4000 + "\n# cut off past the scanned head") == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "title"),
+    [
+        # A comment is never a title: Python's is its module docstring's first line.
+        (
+            "tool.py",
+            '# flake8: noqa\n"""Frobnicate widgets.\n\nMore.\n"""\n',
+            "Frobnicate widgets.",
+        ),
+        (
+            "tool.py",
+            "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n'''\n  Spaced.\n'''",
+            "Spaced.",
+        ),
+        ("tool.py", "# flake8: noqa\nimport os\n", ""),
+        ("tool.py", 'import os\n"""not the first statement"""\n', ""),
+        ("run.sh", "# Copyright Example Corp\necho hi\n", ""),
+        ("CMakeLists", "# Copyright\n", ""),
+        # reStructuredText: the first underlined section title.
+        ("guide.rst", ".. comment\n\n=====\nGuide\n=====\n\ntext\n", "Guide"),
+        ("guide.rst", "Intro\n-----\n", "Intro"),
+        ("guide.rst", "# not a heading in rst\n", ""),
+        # Markdown and plain-text notes as before.
+        ("note.md", "---\ntitle: Front\n---\n# Heading\n", "Front"),
+        ("note.txt", "# Heading\n", "Heading"),
+    ],
+)
+def test_a_title_is_what_its_kind_of_file_calls_one(name: str, text: str, title: str) -> None:
+    assert extract_title(text, name) == title
+    loaded = decode(text.encode(), len(text), 0, f"/root/{name}")
+    assert isinstance(loaded, Loaded) and loaded.title == title
 
 
 @given(st.lists(st.sampled_from(["#", "# ", "#\t", " ", "x", "\n", "##", "T", "\r"]), max_size=40))

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import Daemon, write
+from conftest import Daemon, MakeDaemon, write
 from kbindex.mcpfront import results
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN, Hit, SearchReply
 from mcp_helpers import mcp_stdio, structured, text
@@ -97,6 +97,38 @@ async def test_kbctl_bold_on_a_terminal_and_marks_otherwise(daemon: Daemon) -> N
     assert piped.returncode == 0, piped.stderr
     assert "This is **⟦strong⟧** text about semantics." in piped.stdout
     assert "\x1b[" not in piped.stdout
+
+
+RELEASE_NOTE = (
+    "# Release Notes\n\n"
+    + "".join(f"item {i}\n" for i in range(9))
+    + ("Do not start the tar extraction twice.\n")
+)
+
+
+@pytest.mark.backends
+async def test_marks_and_lines_point_at_the_words_that_matched(make_daemon: MakeDaemon) -> None:
+    """``not`` matched the word on line 12, not ``Notes`` on line 1 (which stems to
+    ``note``); ``tar`` is not inside ``start``. An agent reads the line it is given."""
+    d = make_daemon()
+    write(d.root / "release.md", RELEASE_NOTE)
+    await d.start()
+    async with d.client() as c:
+        negation = (await c.search("not")).hits[0]
+        archive = (await c.search("tar")).hits[0]
+    assert (negation.line, marked(negation.snippet)) == (12, ["not"])
+    assert (archive.line, marked(archive.snippet)) == (12, ["tar"])
+    assert "s⟦" not in archive.snippet
+
+
+@pytest.mark.slow
+async def test_mcp_search_gives_the_line_of_the_word_that_matched(daemon: Daemon) -> None:
+    write(daemon.root / "release.md", RELEASE_NOTE)
+    await daemon.refresh()
+    async with mcp_stdio(daemon.socket) as client:
+        found = structured(await client.call_tool("search", {"query": "not"}))
+    hit = found["results"][0]
+    assert hit["line"] == 12 and marked(hit["snippet"]) == ["not"]
 
 
 @pytest.mark.slow

@@ -161,3 +161,16 @@ async def test_status_and_roots_show_which_roots_are_writable(notes: Daemon) -> 
     listed = kbctl(notes, "roots").stdout
     assert re.search(rf"^{writable}  \w+  0 files  writable$", listed, re.M), listed
     assert re.search(rf"^{readonly}  \w+  1 files$", listed, re.M), listed
+
+
+async def test_if_match_empty_on_an_existing_note_says_it_exists(notes: Daemon) -> None:
+    made = kbctl(notes, "note", "write", "taken.md", stdin="first\n")
+    assert made.returncode == 0, made.stderr
+    digest = made.stdout.split("  ", 1)[0]
+    again = kbctl(notes, "note", "write", "taken.md", "--if-match", "", stdin="second\n")
+    assert again.returncode == 1
+    assert again.stderr == (
+        f'kbctl: taken.md already exists (hash {digest}); if_match "" asks for a new note:'
+        " pass that hash to replace it [EEXIST]\n"
+    )
+    assert (notes.root / "taken.md").read_text() == "first\n"

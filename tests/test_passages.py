@@ -3,16 +3,16 @@ stem-aware, bounded whatever the size of the file."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.searching.passages import (
-    _REST,
     MAX_CHARS,
     MAX_LINES,
+    _lowered,
     _occurrences,
+    _rules,
+    _token_stop,
     best_passage,
     head,
 )
@@ -104,23 +104,57 @@ _SPELLING = st.text(alphabet="abc -", min_size=1, max_size=4)
     text=st.text(alphabet="abcABC -\n", max_size=60),
     spellings=st.lists(_SPELLING, min_size=1, max_size=4, unique=True),
 )
-def test_string_search_finds_what_the_regex_of_the_spellings_finds(
+def test_string_search_finds_what_a_scan_of_every_position_finds(
     text: str, spellings: list[str]
 ) -> None:
-    # Snippets are placed and marked by str.find (``_occurrences``) instead of a
-    # compiled regex; they must agree match for match, with and without the rest of
-    # a word (``_REST``), or a snippet would show a different line or marks.
-    ordered = tuple(sorted(spellings, key=len, reverse=True))
-    lowered = text.lower()
-    plain = re.compile("|".join(map(re.escape, ordered)))
-    expected = [(m.start(), m.end()) for m in plain.finditer(lowered)]
-    found = [(a, b) for a, b, _ in _occurrences(lowered, ordered, 0, len(text))]
+    # Snippets are placed and marked by str.find (``_occurrences``), skipping what
+    # is not a whole word; it must agree with trying every spelling at every position,
+    # in order, or a snippet would show a different line or marks.
+    needles = tuple(s for s in spellings if s.strip(" -") == s or not s.strip())
+    rules = _rules(needles)
+    lowered = _lowered(text)
+    expected, pos = [], 0
+    while pos < len(text):
+        for spelling, rule in rules.items():
+            if lowered.startswith(spelling, pos):
+                stop = _token_stop(text, pos, spelling, rule)
+                if stop != -1:
+                    expected.append((pos, stop))
+                    pos = stop - 1
+                    break
+        pos += 1
+    found = [(a, b) for a, b, _ in _occurrences(lowered, text, rules, 0, len(text))]
     assert found == expected
-    rest = (re.escape(s) + (_REST if s.isalpha() else "") for s in ordered)
-    marking = re.compile("|".join(rest), re.IGNORECASE)
-    expected = [(m.start(), m.end()) for m in marking.finditer(text)]
-    found = [(a, b) for a, b, _ in _occurrences(lowered, ordered, 0, len(text), rest=text)]
-    assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "query", "snippet", "line"),
+    [
+        # A word marks whole words, never the inside of another.
+        ("start here\nextract the tar file\n", "tar", "extract the ⟦tar⟧ file", 2),
+        ("GIT_CEILING_DIRECTORIES\nthis OR that\n", "OR", "this ⟦OR⟧ that", 2),
+        # "Notes" stems to "note", not "not": the line is the one holding "not".
+        ("# Release Notes\n" + "x\n" * 10 + "this is not it\n", "not", "this is ⟦not⟧ it", 12),
+        ("target tar's tarred\n", "tar", "target ⟦tar⟧'s ⟦tarred⟧", 1),
+        # Stems, camelCase parts, acronyms, plurals of capitals, prefixes.
+        ("we are running now\n", "runs", "we are ⟦running⟧ now", 1),
+        ("call parseHttpRequest()\n", "http", "call parse⟦Http⟧Request()", 1),
+        ("an HTTPServer here\n", "server", "an HTTP⟦Server⟧ here", 1),
+        ("the URLs here\n", "url", "the ⟦URLs⟧ here", 1),
+        ("predeprecated\ndeprecation warnings\n", "deprecat*", "⟦deprecation⟧ warnings", 2),
+        ("python3 only\nplain python\n", "python", "plain ⟦python⟧", 2),
+    ],
+)
+def test_marks_and_lines_point_at_the_words_that_matched(
+    body: str, query: str, snippet: str, line: int
+) -> None:
+    assert passage(body, query) == (snippet, line)
+
+
+def test_a_window_cut_inside_a_word_marks_no_part_of_it() -> None:
+    body = "x" * 300 + " tar " + "y" * 150 + "start" + "z" * 300
+    snippet, _ = passage(body, "tar") or ("", 0)
+    assert snippet.count("⟦") == 1 and "⟦tar⟧" in snippet
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 ``indexer`` runs a refresh: ``scanner`` walks and stats (``ignore`` decides what is
 left out), the signatures are compared with what the index holds, ``textfile`` reads
-and decodes what changed, ``documents`` (with ``tokens`` for the derived columns and
-``grams`` for grep's trigrams) prepares the rows and writes them through ``storage.store``.
+and decodes what changed (``titles`` names it by its kind of file), ``documents``
+(with ``tokens`` for the derived columns and ``grams`` for grep's trigrams) prepares
+the rows and writes them through ``storage.store``.
 """

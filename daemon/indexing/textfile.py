@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.indexing.titles import extract_title as extract_title
+
 SAMPLE_BYTES: Final = 8192
 CONTROL_RATIO_LIMIT: Final = 0.10
 _CONTROL_BYTES: Final = bytes(sorted(frozenset(range(32)) - {9, 10, 12, 13, 27}))
@@ -204,7 +206,7 @@ def load(path: str, max_bytes: int, within: Within | None = None) -> Loaded | Sk
         return Skipped(
             SkipReason.TOO_LARGE, f"grew past the limit of {max_bytes}", len(data), st.st_mtime_ns
         )
-    return decode(data, st.st_size, st.st_mtime_ns)
+    return decode(data, st.st_size, st.st_mtime_ns, path)
 
 
 def current_text(path: str, within: Within, indexed_size: int) -> str | None:
@@ -222,7 +224,8 @@ def current_text(path: str, within: Within, indexed_size: int) -> str | None:
     return loaded.text if isinstance(loaded, Loaded) else None
 
 
-def decode(data: bytes, size: int, mtime_ns: int) -> Loaded | Skipped:
+def decode(data: bytes, size: int, mtime_ns: int, name: str | None = None) -> Loaded | Skipped:
+    """``data`` as text, with its title (``titles``: by the kind ``name`` says)."""
     text, encoding = _decode_bytes(data)
     if text is None:
         return Skipped(
@@ -232,7 +235,7 @@ def decode(data: bytes, size: int, mtime_ns: int) -> Loaded | Skipped:
             mtime_ns,
         )
     return Loaded(
-        text=text, encoding=encoding, title=extract_title(text), size=size, mtime_ns=mtime_ns
+        text=text, encoding=encoding, title=extract_title(text, name), size=size, mtime_ns=mtime_ns
     )
 
 
@@ -265,31 +268,6 @@ def _decode_bytes(data: bytes) -> tuple[str | None, str]:
         return data.decode("cp1252"), "cp1252"
     except UnicodeDecodeError:
         return None, "neither UTF-8 nor cp1252"
-
-
-_FRONT_MATTER_TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.MULTILINE)
-_HEADING = re.compile(r"^#[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-TITLE_SCAN_CHARS: Final = 4000
-
-
-def extract_title(text: str) -> str:
-    """The document's title: front-matter ``title:``, else the first ``# `` heading."""
-    head = text[:TITLE_SCAN_CHARS]
-    if head.startswith("---\n"):
-        end = head.find("\n---", 4)
-        if end != -1:
-            match = _FRONT_MATTER_TITLE.search(head, 4, end)
-            if match:
-                return match.group(1).strip("'\"")[:300]
-    # str.find visits only lines opening with "#"; a MULTILINE regex would try a line
-    # start at every position of a head with no heading.
-    start = 0 if head.startswith("#") else (head.find("\n#") + 1 or -1)
-    while start != -1:
-        match = _HEADING.match(head, start)
-        if match:
-            return match.group(1)[:300]
-        start = head.find("\n#", start) + 1 or -1
-    return ""
 
 
 def line_slice(

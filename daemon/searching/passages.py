@@ -7,12 +7,17 @@ stopped after ``MAX_LINES`` matching lines, is bounded whatever the file size, a
 also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK word
 inside a run, a match only in the file name).
 
-Needles are the query's words, lower-cased (``Compiled.terms``). Porter stemming
-matches ``picks`` for ``pick`` and ``scheduling`` for ``scheduler``; a needle of five
-letters or more also matches by its stem (common English suffixes cut), so the
-passage shown is where the search matched. A symbol term (``c++``, ``.net``) is found
-only where it stands alone, as the index sees it (``tokens.symbol_at``): never inside
-``libc++`` or ``example.net``.
+Needles are the query's words, lower-cased (``Compiled.terms``); one ending in ``*``
+is a prefix term. A needle marks only whole words of the text, where the search
+matched them: an occurrence must begin a word (or a camelCase part: ``Http`` in
+``parseHttpRequest``), and the rest of its word must leave the stem unchanged, as
+the index's Porter stemmer (``stems``) sees it: ``pick`` marks ``picked``, never
+``tar`` the ``tart`` in ``start`` nor ``not`` the word ``Notes``. The line shown is
+the first line holding such a word, so its number is where ``read_file`` finds it.
+A needle also matches by its stem (``scheduler`` finds ``scheduling``); a prefix
+takes any rest of the word. A symbol term (``c++``, ``.net``) is found only where it
+stands alone, as the index sees it (``tokens.symbol_at``): never inside ``libc++``
+or ``example.net``. Runs of CJK text, indexed as character pairs, match anywhere.
 
 Matches are marked ``⟦`` ``⟧`` (``MATCH_OPEN``, ``MATCH_CLOSE``), characters that
 ordinary text and Markdown do not use; where the text has them, it shows ``[ ]``.
@@ -21,13 +26,12 @@ ordinary text and Markdown do not use; where the text has them, it shows ``[ ]``
 from __future__ import annotations
 
 import heapq
-import itertools
-import re
-from collections.abc import Iterator
-from functools import lru_cache, partial
+from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import Final
 
 from kbindex.daemon.indexing import tokens
+from kbindex.daemon.searching import stems
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 
 OPEN: Final = "\x01"
@@ -39,35 +43,45 @@ MIN_CHARS: Final = 160
 """A shorter best line is followed by the next lines (hard-wrapped prose) up to this."""
 MAX_LINES: Final = 500
 """How many lines holding a needle a search looks at before it settles."""
-_SUFFIXES: Final = (
-    "ational", "ization", "fulness", "iveness", "ations", "ingly", "ement", "ments",
-    "ation", "ness", "ment", "able", "ible", "ings", "ing", "ers", "ies", "ied",
-    "ed", "er", "es", "ly", "s",
-)  # fmt: skip
-_MIN_STEM: Final = 4
-_REST: Final = "(?-i:[a-z]*)"
-"""The rest of a word, to the next capital: ``pick`` marks ``picked``, ``Http`` in
-``parseHttpRequest`` marks ``Http``."""
+ANY_REST: Final = ""
+"""The rule of a prefix: any rest of the word (``Rules``)."""
+Rules = dict[str, str | None]
+"""Per spelling, how an occurrence is checked: None (a symbol, a CJK run, no letter
+or digit at its end: as found), ``ANY_REST`` (a prefix), or the stem the whole word
+must have."""
+Find = Callable[[str, int], int]
 
 
-def _stem(word: str) -> str | None:
-    """``scheduler`` → ``schedul``; None when nothing is cut or the rest is too short."""
-    if len(word) < _MIN_STEM + 1 or not word.isascii() or not word.isalpha():
-        return None
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= _MIN_STEM:
-            return word[: -len(suffix)]
-    return None
+def _last_word(text: str) -> str:
+    words = tokens.WORD.findall(text)
+    return words[-1] if words else ""
 
 
-def _spellings(needles: tuple[str, ...]) -> dict[str, None]:
-    """The needles, longest first, then the stems of the long ones."""
-    found = dict.fromkeys(sorted(needles, key=len, reverse=True))
-    for needle in needles:
-        stem = _stem(needle)
-        if stem is not None:
-            found[stem] = None
-    return found
+@lru_cache(maxsize=256)
+def _rules(needles: tuple[str, ...]) -> Rules:
+    """The spellings to look for, longest needle first, then the stems of the word
+    needles (``scheduler`` → ``schedul``), each with its ``Rules`` entry."""
+    rules: Rules = {}
+    stemmed: list[str] = []
+    for needle in sorted(needles, key=lambda n: len(n.rstrip("*")), reverse=True):
+        spelling = needle.rstrip("*")
+        if not spelling:
+            continue
+        if tokens.symbol_token(spelling) or tokens.has_unsegmented(spelling):
+            rules.setdefault(spelling, None)
+        elif needle.endswith("*"):
+            rules[spelling] = ANY_REST
+        elif spelling[-1].isalnum():
+            word = _last_word(spelling)
+            target = stems.stem(word)
+            rules.setdefault(spelling, target)
+            if word == spelling and target != spelling and target.isalnum():
+                stemmed.append(target)
+        else:
+            rules.setdefault(spelling, None)
+    for target in stemmed:
+        rules.setdefault(target, target)
+    return rules
 
 
 @lru_cache(maxsize=256)
@@ -78,69 +92,99 @@ def _coverage(needles: tuple[str, ...]) -> dict[str, frozenset[str]]:
     A line scores the needles it shows, not its distinct spellings: so the line
     holding a phrase holds every needle, beats one with the words apart, and ends the
     search early."""
-    covered = {n: frozenset(m for m in needles if m in n) for n in needles}
-    for needle in needles:
-        stem = _stem(needle)
-        if stem is not None and stem not in covered:
-            covered[stem] = frozenset({needle})
+    plain = [n.rstrip("*") for n in needles]
+    covered = {n: frozenset(m for m in plain if m in n) for n in plain}
+    for spelling in _rules(needles):
+        if spelling not in covered:
+            covered[spelling] = frozenset(
+                n for n in plain if tokens.WORD.fullmatch(n) and stems.stem(n) == spelling
+            )
     return covered
 
 
-@lru_cache(maxsize=256)
-def _ordered(needles: tuple[str, ...]) -> tuple[str, ...]:
-    """The spellings in the order the alternatives of ``needle_pattern`` run."""
-    return tuple(_spellings(needles))
+def _starts_word(text: str, at: int) -> bool:
+    """Whether a word, or a part of an identifier, begins at ``text[at]``."""
+    if at == 0:
+        return True
+    before, here = text[at - 1], text[at]
+    if not before.isalnum() or (not before.isascii() and tokens.has_unsegmented(before)):
+        return True
+    if before.isupper():  # the last capital of an acronym before a word: HTTPServer
+        return here.isupper() and at + 1 < len(text) and text[at + 1].islower()
+    return (before.islower() and here.isupper()) or (before.isdigit() and here.isalpha())
 
 
-@lru_cache(maxsize=256)
-def needle_pattern(needles: tuple[str, ...]) -> re.Pattern[str] | None:
-    """One case-insensitive pattern for all needles, longest spelling first, each
-    word and stem taking the rest of the word it starts.
-
-    Compiled only for a text whose lower case changes its length (``İ``): elsewhere
-    ``_occurrences`` finds what it would, because compiling a pattern (parsed in
-    Python) costs a noticeable share of a query."""
-    if not needles:
-        return None
-    return re.compile("|".join(_alternative(s) for s in _spellings(needles)), re.IGNORECASE)
+def _ends_word(text: str, at: int) -> bool:
+    """Whether a word, or a part of an identifier, ends before ``text[at]``."""
+    if at == len(text) or not text[at].isalnum():
+        return True
+    return _starts_word(text, at) and not text[at].isdigit()
 
 
-def _alternative(spelling: str) -> str:
-    if _takes_rest(spelling):
-        return re.escape(spelling) + _REST
-    if tokens.symbol_token(spelling):  # alone, as tokens.symbol_at sees it
-        version = "[0-9]*" if spelling.endswith("+") else ""
-        return rf"(?<![\w.]){re.escape(spelling)}(?={version}(?![\w+#]|\.\w))"
-    return re.escape(spelling)
-
-
-def _takes_rest(spelling: str) -> bool:
-    return spelling.isascii() and spelling.isalpha()
-
-
-@lru_cache(maxsize=1024)
-def _is_symbol(spelling: str) -> bool:
-    return not spelling.isalnum() and tokens.symbol_token(spelling) is not None
-
-
-def _find(text: str, spelling: str, start: int, end: int | None = None) -> int:
-    """``text.find(spelling, start, end)``, skipping where a symbol term is not alone."""
-    at = text.find(spelling, start, end)
-    if _is_symbol(spelling):
-        while at != -1 and not tokens.symbol_at(text, at, at + len(spelling)):
-            at = text.find(spelling, at + 1, end)
+def _word_end(text: str, stop: int) -> int:
+    """Where the word that ``text[:stop]`` ends inside goes on to: its lower-case
+    letters after a lower-case one (``picked``), its capitals after a capital
+    (``NOTES``; one before a lower-case letter begins the next part), or a plural
+    ``s`` after capitals (``URLs``)."""
+    end = len(text)
+    if stop == 0 or stop >= end or not text[stop - 1].isalpha():
+        return stop
+    at = stop
+    if text[stop - 1].isupper():
+        while at < end and "A" <= text[at] <= "Z":
+            at += 1
+        if at < end and text[at].islower():
+            if at == stop and text[at] == "s" and (at + 1 == end or not text[at + 1].isalpha()):
+                return at + 1
+            return max(stop, at - 1)
+        return at
+    while at < end and "a" <= text[at] <= "z":
+        at += 1
     return at
 
 
+def _token_stop(text: str, at: int, spelling: str, rule: str | None) -> int:
+    """The end of the word ``spelling`` matched at ``text[at]`` (``text`` as written),
+    or -1 when this occurrence is not where the search matched (``Rules``)."""
+    stop = at + len(spelling)
+    if rule is None:
+        if tokens.symbol_token(spelling) and not tokens.symbol_at(text, at, stop):
+            return -1
+        return stop
+    if spelling[0].isalnum() and not _starts_word(text, at):
+        return -1
+    end = _word_end(text, stop)
+    if not _ends_word(text, end):
+        return -1 if rule != ANY_REST else end
+    if rule == ANY_REST or (end == stop and _last_word(spelling) == rule):
+        return end
+    word = _last_word(spelling) + text[stop:end].lower()
+    return end if word == rule or stems.stem(word) == rule else -1
+
+
+def _finder(lowered: str, text: str, rules: Rules) -> Callable[[str, int, int], int]:
+    """``find(spelling, start, end)``: ``lowered.find`` skipping the occurrences
+    ``_token_stop`` refuses (``text`` is ``lowered`` as written, the same length)."""
+
+    def find(spelling: str, start: int, end: int) -> int:
+        rule = rules[spelling]
+        at = lowered.find(spelling, start, end)
+        while at != -1 and _token_stop(text, at, spelling, rule) == -1:
+            at = lowered.find(spelling, at + 1, end)
+        return at
+
+    return find
+
+
 def _occurrences(
-    text: str, spellings: tuple[str, ...], start: int, end: int, rest: str | None = None
+    lowered: str, text: str, rules: Rules, start: int, end: int
 ) -> Iterator[tuple[int, int, str]]:
-    """(start, end, spelling) of each match of ``spellings`` in ``text[start:end]`` as
-    the regex ``spelling1|spelling2|...`` finds them: leftmost first, the earlier
-    spelling where two start at one place, none overlapping. With ``rest`` (``text``
-    before lower-casing), a word spelling also takes the lower-case ASCII letters
-    that follow it there, as ``_REST`` does."""
-    following = {s: _find(text, s, start, end) for s in spellings}
+    """(start, end, spelling) of each word of ``lowered[start:end]`` a spelling marks
+    (in the order of ``rules``), leftmost first, the earlier spelling where two
+    start at one place, none overlapping; ``end`` takes the rest of the word."""
+    find = _finder(lowered, text, rules)
+    spellings = tuple(rules)
+    following = {s: find(s, start, end) for s in spellings}
     pos = start
     while True:
         found, first = "", end
@@ -149,19 +193,25 @@ def _occurrences(
             if at == -1:
                 continue
             if at < pos:  # inside the last match: look again past it
-                at = following[spelling] = _find(text, spelling, pos, end)
+                at = following[spelling] = find(spelling, pos, end)
                 if at == -1:
                     continue
             if at < first:
                 found, first = spelling, at
         if not found:
             return
-        stop = first + len(found)
-        if rest is not None and _takes_rest(found):
-            while stop < end and "a" <= rest[stop] <= "z":
-                stop += 1
+        stop = max(_token_stop(text, first, found, rules[found]), first + len(found))
         yield first, stop, found
         pos = stop
+
+
+def _lowered(text: str) -> str:
+    """``text`` lower-cased character by character, the same length: a character
+    whose lower case is longer (``İ``) stays as it is."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(low if len(low := c.lower()) == 1 else c for c in text)
 
 
 def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
@@ -169,22 +219,15 @@ def best_passage(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
     line (1-based), with the needles marked ``⟦`` ``⟧``; None when none occurs."""
     if not needles:
         return None
-    # Lines are found on the lower-cased body (the same offsets unless lower()
-    # changed its length, as for "İ"); only the shown window is marked case-aware.
-    lowered = body.lower()
-    if len(lowered) != len(body):
-        return _best_by_pattern(body, needles)
     # Each match is a spelling, which shows some needles: the first line that shows
     # them all is the answer (for a one-word query, the first line it is on).
-    best, start = _best_line(lowered, _ordered(needles), _coverage(needles), len(needles))
-    return _passage(body, start, needles) if best else None
+    found = _best_line(_lowered(body), body, needles)
+    return _passage(body, found[1], needles) if found[0] else None
 
 
-def _best_line(
-    text: str, spellings: tuple[str, ...], coverage: dict[str, frozenset[str]], needles: int
-) -> tuple[int, int]:
+def _best_line(text: str, written: str, needles: tuple[str, ...]) -> tuple[int, int]:
     """(needles shown, start) of the first line showing the most needles, among the
-    first MAX_LINES lines of ``text`` holding a spelling.
+    first MAX_LINES lines of ``text`` (lower-cased ``written``) holding a spelling.
 
     Why ``str.find`` and not one regex of the spellings: a question's hits rarely
     have a line holding every word, so each body is scanned to MAX_LINES, and
@@ -192,7 +235,14 @@ def _best_line(
     heap holds each spelling's next occurrence; a spelling is looked for again only
     past the line where it was found (no spelling holds a line break). Most lines
     hold one spelling: while the next one does too, the heap is left alone."""
-    find = partial(_find, text) if any(map(_is_symbol, spellings)) else text.find
+    rules, coverage, wanted = _rules(needles), _coverage(needles), len(needles)
+    spellings = tuple(rules)
+    size = len(text)
+    find_in = _finder(text, written, rules)
+
+    def find(spelling: str, start: int) -> int:
+        return find_in(spelling, start, size)
+
     newline = text.find
     heap = [(at, rank, s) for rank, s in enumerate(spellings) if (at := find(s, 0)) != -1]
     heapq.heapify(heap)
@@ -200,15 +250,15 @@ def _best_line(
     while heap and lines < MAX_LINES:
         at, rank, spelling = heapq.heappop(heap)
         end = newline("\n", at)
-        line_end = len(text) if end == -1 else end
+        line_end = size if end == -1 else end
         if not heap or heap[0][0] >= line_end:
             # Lines holding this spelling only, up to the next line holding another.
-            width, limit = len(coverage[spelling]), heap[0][0] if heap else len(text) + 1
+            width, limit = len(coverage[spelling]), heap[0][0] if heap else size + 1
             while True:
                 lines += 1
                 if width > best:
                     best, start = width, text.rfind("\n", 0, at) + 1
-                    if best >= needles:
+                    if best >= wanted:
                         return best, start
                 at = find(spelling, line_end + 1)
                 if at == -1 or lines >= MAX_LINES:
@@ -217,26 +267,23 @@ def _best_line(
                     heapq.heappush(heap, (at, rank, spelling))
                     break
                 end = newline("\n", at)
-                line_end = len(text) if end == -1 else end
+                line_end = size if end == -1 else end
                 if line_end > limit:  # the next spelling is on this line too
                     heapq.heappush(heap, (at, rank, spelling))
                     break
             continue
         lines += 1
-        # The spellings the line holds, in the order of ``spellings``: the others
-        # cannot change which of them the regex would match there.
         following = [(at, rank, spelling)]
         while heap and heap[0][0] < line_end:
             following.append(heapq.heappop(heap))
-        following.sort(key=lambda f: f[1])
-        present = tuple(f[2] for f in following)
+        present = {f[2] for f in following}
         if len(frozenset().union(*(coverage[s] for s in present))) > best:
             line_start = text.rfind("\n", 0, at) + 1
-            on_line = _occurrences(text, present, line_start, line_end)
+            on_line = _occurrences(text, written, rules, line_start, line_end)
             shown = len(frozenset().union(*(coverage[s] for _, _, s in on_line)))
             if shown > best:
                 best, start = shown, line_start
-                if best >= needles:
+                if best >= wanted:
                     break
         for _, rank, spelling in following:
             after = find(spelling, line_end + 1)
@@ -245,58 +292,26 @@ def _best_line(
     return best, start
 
 
-def _best_by_pattern(body: str, needles: tuple[str, ...]) -> tuple[str, int] | None:
-    """``best_passage`` on the text as it is, with whole words found by the pattern."""
-    pattern = needle_pattern(needles)
-    assert pattern is not None
-    best, start = 0, 0
-    for line_start, line_end in itertools.islice(_lines_matching(body, pattern), MAX_LINES):
-        distinct = len({w.lower() for w in pattern.findall(body, line_start, line_end)})
-        if distinct > best:
-            best, start = distinct, line_start
-    return _passage(body, start, needles) if best else None
-
-
 def _passage(body: str, start: int, needles: tuple[str, ...]) -> tuple[str, int]:
     """(snippet, 1-based line) of the line of ``body`` at ``start``."""
     return _marked(_lines_from(body, start), needles), body.count("\n", 0, start) + 1
 
 
 def _marked(text: str, needles: tuple[str, ...]) -> str:
-    """At most MAX_CHARS of ``text`` around its first needle, needles marked."""
-    lowered = text.lower()
-    if len(lowered) == len(text):
-        spellings = _ordered(needles)
-        first = next(_occurrences(lowered, spellings, 0, len(text)), None)
-        window = _unmarked(_window(text, first[0] if first else 0))
-        low = window.lower()
-        if len(low) == len(window):
-            parts: list[str] = []
-            pos = 0
-            for at, stop, _ in _occurrences(low, spellings, 0, len(low), rest=window):
-                parts += (window[pos:at], OPEN, window[at:stop], CLOSE)
-                pos = stop
-            return clean("".join(parts) + window[pos:])
-    pattern = needle_pattern(needles)
-    assert pattern is not None
-    found = pattern.search(text)
-    window = _unmarked(_window(text, found.start() if found else 0))
-    return clean(pattern.sub(lambda m: OPEN + m.group() + CLOSE, window))
-
-
-def _lines_matching(text: str, pattern: re.Pattern[str]) -> Iterator[tuple[int, int]]:
-    """(start, end) of each line of ``text`` where ``pattern`` matches, in order."""
-    pos = 0
-    while (found := pattern.search(text, pos)) is not None:
-        line_start, line_end = _line_at(text, found.start())
-        yield line_start, line_end
-        pos = line_end + 1
-
-
-def _line_at(text: str, at: int) -> tuple[int, int]:
-    """(start, end) of the line of ``text`` holding position ``at``, without its break."""
-    end = text.find("\n", at)
-    return text.rfind("\n", 0, at) + 1, len(text) if end == -1 else end
+    """At most MAX_CHARS of ``text`` around its first needle, needles marked. Words
+    are checked in the whole text, so a window cut inside a word marks no part of it."""
+    text = _unmarked(text)
+    lowered, rules = _lowered(text), _rules(needles)
+    first = next(_occurrences(lowered, text, rules, 0, len(text)), None)
+    begin, end = _bounds(text, first[0] if first else 0)
+    parts = [ELLIPSIS if begin > 0 else ""]
+    pos = begin
+    for at, stop, _ in _occurrences(lowered, text, rules, begin, end):
+        stop = min(stop, end)
+        parts += (text[pos:at], OPEN, text[at:stop], CLOSE)
+        pos = stop
+    parts += (text[pos:end], ELLIPSIS if end < len(text) else "")
+    return clean("".join(parts))
 
 
 def in_lines(body: str, start: int, end: int, needles: tuple[str, ...]) -> tuple[str, int]:
@@ -345,8 +360,14 @@ def _lines_from(body: str, start: int) -> str:
 
 def _window(text: str, centre: int) -> str:
     """At most MAX_CHARS of ``text`` around ``centre``, cut at spaces when it can."""
+    begin, end = _bounds(text, centre)
+    return (ELLIPSIS if begin > 0 else "") + text[begin:end] + (ELLIPSIS if end < len(text) else "")
+
+
+def _bounds(text: str, centre: int) -> tuple[int, int]:
+    """(begin, end) of ``_window``."""
     if len(text) <= MAX_CHARS:
-        return text
+        return 0, len(text)
     begin = max(0, min(centre - MAX_CHARS // 3, len(text) - MAX_CHARS))
     end = begin + MAX_CHARS
     if begin > 0:
@@ -355,7 +376,7 @@ def _window(text: str, centre: int) -> str:
     if end < len(text):
         space = text.rfind(" ", end - 40, end)
         end = space if space > centre else end
-    return (ELLIPSIS if begin > 0 else "") + text[begin:end] + (ELLIPSIS if end < len(text) else "")
+    return begin, end
 
 
 _OWN_MARKS: Final = str.maketrans({OPEN: None, CLOSE: None, MATCH_OPEN: "[", MATCH_CLOSE: "]"})

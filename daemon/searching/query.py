@@ -216,7 +216,10 @@ class Term:
         # needles too (after the phrase itself, which wins where it occurs as typed).
         parts = [w.lower() for w in tokens.WORD.findall(self.text)] if self.phrase else []
         parts += tokens.split_identifier(self.text) if not self.phrase else []
-        return [text, *(p for p in dict.fromkeys(parts) if p != text and len(p) > 1)]
+        found = [text, *(p for p in dict.fromkeys(parts) if p != text and len(p) > 1)]
+        if self.prefix:  # the last word takes any rest (``passages``)
+            found = [n + "*" if n == text or text.endswith(" " + n) else n for n in found]
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +245,8 @@ class Compiled:
     term)."""
     mode: str
     terms: tuple[str, ...] = ()
-    """Lower-cased strings that show where a term matched (to place the snippet)."""
+    """Lower-cased strings that show where a term matched (to place the snippet and
+    mark it); one ending in ``*`` is a prefix, its last word taking any rest."""
     required_prefixes: tuple[str, ...] = ()
     """Prefix terms every document ``match`` finds must hold exactly (``all`` mode)."""
     excluded_prefixes: tuple[str, ...] = ()
@@ -346,5 +350,5 @@ def _exclusions(negative: list[Term]) -> str:
 
 
 def _plain_words(query: str) -> list[str]:
-    words = re.findall(r"\w+", query)
+    words = re.findall(r"\w+\*?", query)
     return [w.lower() for w in words if w.upper() not in ("AND", "OR", "NOT", "NEAR")]

@@ -343,6 +343,12 @@ class Notes:
         if if_match is None:
             return
         now = "" if old is None else content_hash(old)
+        if if_match == "" and now:
+            raise NoteError(
+                "EEXIST",
+                f'{located.relpath} already exists (hash {now}); if_match "" asks for a'
+                " new note: pass that hash to replace it",
+            )
         if now != if_match:
             state = "does not exist" if old is None else f"has hash {now}"
             raise NoteError(

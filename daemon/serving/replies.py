@@ -121,7 +121,7 @@ def backend(described: index.Described, counts: index.Counts) -> BackendStatus:
     )
 
 
-def grep_reply(outcome: grep.Outcome, fresh: Freshness) -> GrepReply:
+def grep_reply(outcome: grep.Outcome, fresh: Freshness, notes: list[str]) -> GrepReply:
     return GrepReply(
         lines=[
             GrepLine(path=ln.path, line=ln.line, text=ln.text, match=ln.match, column=ln.column)
@@ -134,6 +134,7 @@ def grep_reply(outcome: grep.Outcome, fresh: Freshness) -> GrepReply:
         candidates=outcome.candidates,
         scanned_all=outcome.scanned_all,
         freshness=fresh,
+        notes=notes,
     )
 
 

@@ -37,8 +37,9 @@ from kbindex.daemon.serving.failures import (
     VersionMismatch,
 )
 from kbindex.daemon.serving.notes import Notes, content_hash
+from kbindex.daemon.serving.scopes import Scopes
 from kbindex.daemon.settings import Settings
-from kbindex.daemon.storage.index import Counts, Index, NotIndexed
+from kbindex.daemon.storage.index import Counts, File, Index, NotIndexed, SearchResult
 from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import (
@@ -123,6 +124,7 @@ class Service:
         self.control = control
         self.index = index
         self.roots = roots
+        self.scopes = Scopes(roots, self._names_a_file)
         self.indexer = indexer
         self.health = health
         self.background = background
@@ -292,30 +294,28 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
-        if mode in BY_MEANING:
-            result = await self._read(
-                self.meaning.search, self.index, compiled, request.query, limit, request.path, mode
-            )
-        else:
-            result = await self._read(self.index.search, compiled, limit, request.path)
+
+        async def run(path: str | None) -> SearchResult:
+            if mode in BY_MEANING:
+                return await self._read(
+                    self.meaning.search, self.index, compiled, request.query, limit, path, mode
+                )
+            return await self._read(self.index.search, compiled, limit, path)
+
+        result, scoped = await self.scopes.answer(request.path, run, lambda r: len(r.hits))
         return SearchReply(
             hits=[replies.hit(h) for h in result.hits],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
             freshness=replies.freshness(self.health),
-            notes=notes,
+            notes=[*notes, *scoped],
         )
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
         query, words = candidates.required(
             request.pattern, fixed=request.fixed, ignore_case=request.ignore_case, word=request.word
-        )
-        changes, rules = self.changes, self.indexer.rules
-        pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
-        found = await self._read(
-            self.index.grep_candidates, query, request.path, pending, new, words
         )
         flags = ripgrep.Flags(
             request.pattern,
@@ -327,10 +327,16 @@ class Service:
             max_count=request.max_count,
             files_only=request.files_only,
         )
-        roots = [str(r) for r in self.roots.paths]
-        walk = sweep.walks(roots, request.path)
-        outcome = await sweep.run(self.grepper, flags, found, walk, limit)
-        return replies.grep_reply(outcome, replies.freshness(self.health))
+
+        async def run(path: str | None) -> grep.Outcome:
+            changes, rules = self.changes, self.indexer.rules
+            pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
+            found = await self._read(self.index.grep_candidates, query, path, pending, new, words)
+            walk = sweep.walks([str(r) for r in self.roots.paths], path)
+            return await sweep.run(self.grepper, flags, found, walk, limit)
+
+        outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
+        return replies.grep_reply(outcome, replies.freshness(self.health), scoped)
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
         # A client sending Refresh(wait=False) in a loop would queue a refresh per request
@@ -397,6 +403,11 @@ class Service:
         text, first, last, total, truncated = textfile.line_slice(
             loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
         )
+        if first > max(total, 1):
+            # An empty answer would read as an empty file (kbctl printed a blank line).
+            raise InvalidArgument(
+                f"{located.path} has {total:,} line(s): start_line {first:,} is past its end"
+            )
         digest = ""
         if self.settings.writable(located.root):
             data = await anyio.to_thread.run_sync(located.path.read_bytes)
@@ -424,10 +435,21 @@ class Service:
 
     async def find_files(self, request: FindFiles) -> FindFilesReply:
         limit = _limit(request.limit, maximum=1000)
-        files, total = await self._read(self.index.find_files, request.glob, limit)
+
+        async def run(glob: str | None) -> tuple[list[File], int]:
+            return await self._read(self.index.find_files, glob or "*", limit)
+
+        (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
         return FindFilesReply(
-            files=[replies.file_info(f) for f in files], total=total, truncated=total > len(files)
+            files=[replies.file_info(f) for f in files],
+            total=total,
+            truncated=total > len(files),
+            notes=scoped,
         )
+
+    async def _names_a_file(self, path_filter: str) -> bool:
+        """Whether the index holds a file within ``path_filter`` (``scopes``)."""
+        return (await self._read(self.index.find_files, path_filter, 1))[1] > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)

@@ -70,6 +70,25 @@ class Readers:
             else:
                 conn.close()
 
+    @contextmanager
+    def fresh(self) -> Iterator[sqlite.Connection]:
+        """A read-only connection opened for one use and closed after it, never pooled.
+
+        For ``PRAGMA quick_check``: FTS5 checks its tables with the segment structure
+        the connection cached at its last read of them, without first asking whether
+        another connection has written since (a search does ask). On a pooled reader
+        that had read a table before the writer changed it (any batch; a ``reindex
+        --full`` and its merge rewrite every segment), the check compares the new
+        index with the old structure and reports "malformed inverted index" for a
+        file every fresh connection finds whole. A new connection has nothing cached.
+        """
+        with self._replacing:
+            conn = connect(self.db_path, readonly=True)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
     def close(self) -> None:
         """Close the idle connections (those in use close when given back, if stale)."""
         while True:

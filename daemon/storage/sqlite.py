@@ -78,8 +78,10 @@ class SqliteIndex(Store):
     def check(self) -> Checked:
         # The whole file at once, the full-text indexes' own checks included (seconds on
         # a kernel tree): asked for by a person running ``kbctl doctor``, unlike the
-        # table-by-table check that every start runs (``database``).
-        with self.reader() as conn:
+        # table-by-table check that every start runs (``database``). On a connection of
+        # its own: a pooled one can hold a stale view of the full-text indexes
+        # (``Readers.fresh``).
+        with self.readers.fresh() as conn:
             rows = conn.execute("PRAGMA quick_check").fetchall()
         integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
         return Checked(integrity, *disk_bytes(self.db_path))

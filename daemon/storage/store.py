@@ -303,7 +303,9 @@ class Store:
             if text is None:
                 unread.append(rowid)
                 continue
-            row, words = documents.row_and_words(moved[rowid][start:], extract_title(text), text)
+            row, words = documents.row_and_words(
+                moved[rowid][start:], extract_title(text, moved[rowid]), text
+            )
             renamed.append(documents.Entry(rowid, row, words, None))
         documents.remove(conn, [e.rowid for e in renamed], keep_grams=True)
         documents.insert(conn, renamed)
