@@ -157,8 +157,8 @@ STATS: Final = types.Tool(
     name="get_index_stats",
     title="Index status",
     description=(
-        "Indexed folders (state, files, writable), last update, scan, errors: check it "
-        "before trusting an empty result."
+        "Indexed folders (state, files, writable), last scan, errors: check before "
+        "trusting an empty result."
     ),
     input_schema={"type": "object", "properties": {}},
     output_schema=_object(
@@ -207,8 +207,7 @@ REFRESH: Final = types.Tool(
     title="Refresh the index",
     description=(
         "Re-index now and wait. Changes are indexed within seconds anyway: use it only "
-        "when a file just written is not found, or when asked; filepath (file or "
-        "folder) narrows it."
+        "when a file just written is not found; filepath (file or folder) narrows it."
     ),
     input_schema={"type": "object", "properties": {"filepath": {"type": ["string", "null"]}}},
     output_schema=_object(
