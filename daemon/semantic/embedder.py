@@ -101,6 +101,9 @@ class Embedder:
         self._stamps: dict[int, float] = {}
         self._stop = threading.Event()
         self._seen_writes = -1
+        self._cut_before: set[int] = set()
+        """Files the vector file holds cut by an older rule (``chunks.VERSION``), until
+        the first pass has cut them again or forgotten them."""
 
     @property
     def ready(self) -> bool:
@@ -178,20 +181,16 @@ class Embedder:
             self.progress.state, self.progress.detail = "unavailable", str(exc)
             log.warning("search by meaning is unavailable: %s; searches use words", exc)
             return False
-        matrix = Matrix(self.encoder.dim)
-        current: list[tuple[int, int]] = []
-        rows: list[bytes] = []
-        file_id = None
-        for span, vector in self.vectors.spans():
-            if span.file_id != file_id and file_id is not None:
-                matrix.put(file_id, current, _rows(rows, self.encoder.dim))
-                current, rows = [], []
-            file_id = span.file_id
-            current.append((span.start, span.end))
-            rows.append(vector)
-        if file_id is not None:
-            matrix.put(file_id, current, _rows(rows, self.encoder.dim))
-        self._stamps = self.vectors.stamps()
+        stamps = self.vectors.stamps()
+        if self.vectors.chunks == chunks.VERSION:
+            matrix = matrix_of(self.vectors, self.encoder.dim)
+        else:
+            # Cut by another rule: no passage of it is searched until its file is cut
+            # again by this one (the first pass; vectors of unchanged passages are kept).
+            matrix = Matrix(self.encoder.dim)
+            self._cut_before = set(stamps)
+            stamps = {}
+        self._stamps = stamps
         self.matrix = matrix
         self.progress.loaded_at = time.time()
         self.progress.state = "ready"
@@ -205,7 +204,8 @@ class Embedder:
             f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
         }
         todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
-        gone = [i for i in self._stamps if i not in wanted]
+        gone = [i for i in {*self._stamps, *self._cut_before} if i not in wanted]
+        self._cut_before = set()
         self.progress.backlog = len(todo)
         if todo:
             self.progress.state = "embedding"
@@ -219,8 +219,10 @@ class Embedder:
             self.vectors.forget(gone)
             for file_id in gone:
                 self.matrix.drop(file_id)
-                del self._stamps[file_id]
+                self._stamps.pop(file_id, None)
         if self.progress.backlog == 0:
+            if self.vectors.chunks != chunks.VERSION:
+                self.vectors.cut_again()
             self.progress.state = "ready"
         return True
 
@@ -259,6 +261,24 @@ class Embedder:
             rows = [new[s.key].tobytes() if s.key in new else have[s.key] for s in spans]
             self.matrix.put(file_id, [(s.start, s.end) for s in spans], _rows(rows, dim))
             self._stamps[file_id] = stamp
+
+
+def matrix_of(vectors: VectorFile, dim: int) -> Matrix:
+    """Every stored passage in a matrix, as searches use it."""
+    matrix = Matrix(dim)
+    current: list[tuple[int, int]] = []
+    rows: list[bytes] = []
+    file_id = None
+    for span, vector in vectors.spans():
+        if span.file_id != file_id and file_id is not None:
+            matrix.put(file_id, current, _rows(rows, dim))
+            current, rows = [], []
+        file_id = span.file_id
+        current.append((span.start, span.end))
+        rows.append(vector)
+    if file_id is not None:
+        matrix.put(file_id, current, _rows(rows, dim))
+    return matrix
 
 
 def _rows(vectors: list[bytes], dim: int) -> np.ndarray:
