@@ -446,6 +446,9 @@ class Hit(msgspec.Struct, kw_only=True):
     root: str
     relpath: str
     score: float
+    """Higher is better. By words: bm25. ``semantic``: the cosine similarity of the query
+    and the passage shown (a match is at least the floor, 0.35). ``hybrid``: 0.7 times
+    that similarity plus 0.3 times the bm25 relative to the best word hit's (0 to 1)."""
     snippet: str
     line: int
     size: int

@@ -92,7 +92,7 @@ class Meaning:
             compiled,
             limit,
             path_filter,
-            lambda k, allowed, named: matrix.search(query, k, allowed, named),
+            lambda k, allowed, named, floor: matrix.search(query, k, allowed, named, floor),
             words=mode == "hybrid",
         )
 
