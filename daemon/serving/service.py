@@ -277,7 +277,7 @@ class Service:
             lag=replies.lag(health.lag()),
             files_read=health.files_read,
             files_moved=health.files_moved,
-            semantic=self.meaning.status(),
+            semantic=await self._read(self.meaning.status),
             backend=replies.backend(self.index.describe(), counts),
         )
 
@@ -298,9 +298,10 @@ class Service:
         mode, notes = self.meaning.plan(request.mode)
         compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
         if mode in BY_MEANING:
-            result = await self._read(
+            result, waiting = await self._read(
                 self.meaning.search, self.index, compiled, request.query, limit, request.path, mode
             )
+            notes += waiting
         else:
             result = await self._read(self.index.search, compiled, limit, request.path)
         return SearchReply(
