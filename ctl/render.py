@@ -173,12 +173,28 @@ def status(reply: StatusReply) -> str:
 
 
 def _meaning(s: SemanticStatus) -> str:
+    if s.state == "waiting":
+        return "meaning: waiting (the model loads after the first scan)"
+    if s.state == "loading":
+        return "meaning: loading the model"
     line = f"meaning: {s.state}"
-    if s.state in ("embedding", "ready", "loading"):
+    if s.state in ("embedding", "ready", "failing"):
         line += f", {s.model}, {s.files:,} files / {s.passages:,} passages, {s.size_mb:,.1f} MB"
-    if s.backlog:
+    if s.backlog and s.rate:
         line += f", {s.backlog:,} file(s) to embed at {s.rate:,.1f} passages/s"
+        if s.seconds_left is not None:
+            line += f", about {_duration(s.seconds_left)} left"
+    elif s.backlog:
+        line += f", {s.backlog:,} file(s) to embed, starting"
     return line + (f" ({s.detail})" if s.detail else "")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def search(reply: SearchReply, *, color: bool) -> str:

@@ -337,9 +337,12 @@ class SemanticStatus(msgspec.Struct, kw_only=True):
     """Files embedded."""
     passages: int = 0
     backlog: int = 0
-    """Indexed files waiting to be embedded."""
+    """Indexed files not embedded yet, a file indexed a moment ago included."""
     rate: float = 0.0
-    """Passages embedded per second over the last minute."""
+    """Passages the model embeds per second while it works, over the last minute (0:
+    it did none in that minute, or it is starting)."""
+    seconds_left: float | None = None
+    """About how long the files to embed take (None until there is a rate)."""
     embedded: int = 0
     """Passages the model embedded since the daemon started (a passage whose text
     already had a vector costs nothing and is not counted)."""
@@ -461,6 +464,9 @@ class Hit(msgspec.Struct, kw_only=True):
     root: str
     relpath: str
     score: float
+    """Higher is better. By words: bm25. ``semantic``: the cosine similarity of the query
+    and the passage shown (a match is at least the floor, 0.35). ``hybrid``: 0.7 times
+    that similarity plus 0.3 times the bm25 relative to the best word hit's (0 to 1)."""
     snippet: str
     line: int
     size: int

@@ -110,3 +110,16 @@ def test_a_heading_goes_with_the_text_after_it_even_when_that_is_long() -> None:
     assert len(found) == 1
     assert found[0].text.startswith("# Title\n")
     assert (found[0].start, found[0].end) == (1, 3)
+
+
+def test_a_passage_with_no_words_of_its_own_is_not_embedded() -> None:
+    rst = "Summary\n-------\n\nOptions\n*******\n\nSee the manual page for every flag.\n"
+    found = chunks.split("guide.txt", "", rst)
+    assert [(c.start, c.end) for c in found] == [(4, 7)]  # Summary had nothing under it
+    markdown = "# Title\n\n## Empty\n\n## Filled\n\nA sentence under it.\n\n---\n"
+    found = chunks.split("note.md", "Title", markdown)
+    assert [(c.start, c.end) for c in found] == [(5, 9)]  # the rule goes with the text
+    full = "\n".join(f"value_{i:02} = compute_the_value({i:02})" for i in range(30))  # 990
+    code = f"{full}\n\n+ ------------ +\n|              |\n}}\n"
+    assert [(c.start, c.end) for c in chunks.split("table.py", "", code)] == [(1, 30)]
+    assert chunks.split("empty.md", "A title", "# A title\n\n## Notes\n") == []

@@ -68,13 +68,25 @@ def test_many_files_across_growth_and_compaction_stay_searchable() -> None:
     assert m.passages == 2500
 
 
-def test_named_files_get_their_own_best_passage_and_the_lowest_score_is_known() -> None:
+def test_named_files_get_their_own_best_passage_whatever_the_floor() -> None:
     m = Matrix(2)
     m.put(1, [(1, 1)], rows(unit(1, 0)))
     m.put(2, [(1, 2), (3, 4)], rows(unit(-1, 0.2), unit(0.2, 1)))
     m.put(3, [(1, 1)], rows(unit(0, 1)))
-    ranking = m.search(unit(1, 0), 1, named=[2, 99])
+    ranking = m.search(unit(1, 0), 1, named=[2, 99], floor=0.5)
     assert [p.file_id for p in ranking.nearest] == [1]
     assert set(ranking.named) == {2}  # 99 has no passages
     assert (ranking.named[2].start, ranking.named[2].end) == (3, 4)
-    assert ranking.lowest < 0 < ranking.named[2].score
+    assert 0 < ranking.named[2].score < 0.5
+
+
+def test_only_files_at_or_above_the_floor_are_near_and_counted() -> None:
+    m = Matrix(2)
+    m.put(1, [(1, 1), (2, 2)], rows(unit(1, 0.1), unit(1, 0.2)))  # two passages above
+    m.put(2, [(1, 1)], rows(unit(1, 1)))  # cosine 0.71
+    m.put(3, [(1, 1)], rows(unit(0.2, 1)))  # cosine 0.2: below
+    ranking = m.search(unit(1, 0), 10, floor=0.5)
+    assert [p.file_id for p in ranking.nearest] == [1, 2]
+    assert ranking.above == 2  # files, not passages
+    assert m.search(unit(1, 0), 1, floor=0.5).above == 2  # not cut by the limit
+    assert m.search(unit(1, 0), 10, np.array([3], dtype=np.int64), floor=0.5).above == 0

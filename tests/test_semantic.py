@@ -5,12 +5,15 @@ and deleted."""
 from __future__ import annotations
 
 import os
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import Backend, Daemon, MakeDaemon, wait_for, write
+from conftest import Backend, Daemon, MakeDaemon, wait_for, with_writable_root, write
+from kbindex.ctl import render
+from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.errors import DaemonError
-from kbindex.proto.messages import SemanticStatus, StatusReply
+from kbindex.proto.messages import NoteReply, SemanticStatus, StatusReply, WriteNote
 from mcp_helpers import mcp_stdio, structured, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -32,6 +35,18 @@ Knead the dough for ten minutes, let it rise for an hour, then bake at 220 degre
 """
 PARAPHRASE = "grid rendering rows"
 """Shares no word with GRID (nor with its stems), but means what it says."""
+CATS = """# Our cats
+
+Milo and Luna are two tabby cats from the shelter. Milo sleeps on the radiator and
+Luna hunts moths at night; both get their vaccines every spring.
+"""
+BACKUP = """# Backups
+
+The home folder is archived every night with tar into /mnt/backup, and archives
+older than thirty days are deleted.
+"""
+HEADINGS = "# Sorting the table view\n\n## Drawing grid rows lazily\n"
+"""Headings with nothing under them: close to PARAPHRASE in words, and no passage."""
 
 
 def semantic_daemon(make_daemon: MakeDaemon, *roots: Path) -> Daemon:
@@ -71,8 +86,11 @@ async def test_hybrid_finds_a_paraphrase_that_words_miss(
         hybrid = await c.search(PARAPHRASE)
         meaning = await c.search(PARAPHRASE, mode="semantic")
     assert hybrid.mode == "hybrid"
-    assert [h.relpath for h in hybrid.hits][:1] == ["table.md"]
-    assert [h.relpath for h in meaning.hits][:1] == ["table.md"]
+    # The one file that means it, and only it: the bread is no match by any measure.
+    assert [h.relpath for h in hybrid.hits] == ["table.md"]
+    assert [h.relpath for h in meaning.hits] == ["table.md"]
+    assert (hybrid.total_hits, hybrid.truncated) == (1, False)
+    assert (meaning.total_hits, meaning.truncated) == (1, False)
     # The hit points at the passage that matched, not at the file's first line.
     assert hybrid.hits[0].line == 3
     assert "draws each line" in hybrid.hits[0].snippet
@@ -139,15 +157,17 @@ async def test_a_deleted_file_leaves_the_results_and_its_vectors(make_daemon: Ma
 
 
 @pytest.mark.backends
-async def test_a_path_filter_applies_before_the_nearest_are_cut(make_daemon: MakeDaemon) -> None:
+async def test_a_path_filter_applies_to_search_by_meaning(make_daemon: MakeDaemon) -> None:
     d = semantic_daemon(make_daemon)
     for i in range(12):
         write(d.root / "ui" / f"table{i}.md", GRID.replace("table view", f"table view {i}"))
     write(d.root / "kitchen" / "bread.md", BREAD)
+    write(d.root / "kitchen" / "table.md", GRID.replace("table view", "recipe table"))
     await d.start()
-    await embedded(d, 13)
+    await embedded(d, 14)
+    # The nearest are under ui/; under kitchen/ the table matches, the bread does not.
     assert await d.search_paths(PARAPHRASE, mode="semantic", path="kitchen/", limit=3) == [
-        "kitchen/bread.md"
+        "kitchen/table.md"
     ]
 
 
@@ -283,3 +303,99 @@ async def test_a_damaged_vector_file_is_replaced_and_refilled(make_daemon: MakeD
     await d.start()
     await embedded(d, 1)
     assert await d.search_paths(PARAPHRASE, mode="semantic") == ["table.md"]
+
+
+@pytest.mark.backends
+async def test_a_word_that_exists_nowhere_answers_no_matches(make_daemon: MakeDaemon) -> None:
+    d = semantic_daemon(make_daemon)
+    notes = {"table.md": GRID, "bread.md": BREAD, "cats.md": CATS, "backup.md": BACKUP}
+    for name, content in notes.items():
+        write(d.root / name, content)
+    await d.start()
+    await embedded(d, 4)
+    async with d.client() as c:
+        for mode in ("auto", "hybrid", "semantic"):
+            reply = await c.search("quuxplorator", mode=mode)
+            assert (reply.hits, reply.total_hits, reply.truncated) == ([], 0, False), mode
+        # A word that one file holds finds that file, not every file near it in topic.
+        tar = await c.search("tar")
+    assert tar.mode == "hybrid"
+    assert [h.relpath for h in tar.hits] == ["backup.md"]
+    assert tar.total_hits == 1
+    result = d.kbctl("search", "quuxplorator")
+    assert (result.returncode, result.stdout.strip()) == (0, "no matches")
+    async with mcp_stdio(d.socket) as client:
+        answer = await client.call_tool("search", {"query": "quuxplorator"})
+    data = structured(answer)
+    assert (data["results"], data["total_hits"], data["truncated"]) == ([], 0, False)
+    assert "raise" not in text(answer)
+
+
+async def test_headings_with_nothing_under_them_are_never_returned(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = semantic_daemon(make_daemon)
+    write(d.root / "table.md", GRID)
+    write(d.root / "headings.md", HEADINGS)
+    await d.start()
+    s = await embedded(d, 2)
+    assert s.passages == 2  # table.md's two; headings.md has none
+    assert await d.search_paths(PARAPHRASE, mode="semantic") == ["table.md"]
+    d.stop()
+    # A vector file from before the rule, as rule 1 left it: headings.md has a passage
+    # (here with the vector of table.md's nearest one), and no rule is recorded.
+    with closing(sqlite.connect(d.state_dir / "vectors.sqlite3")) as conn, conn:
+        ((table_id, key),) = conn.execute("SELECT file_id, key FROM spans WHERE seq = 0")
+        ((headings_id,),) = conn.execute(
+            "SELECT file_id FROM embedded WHERE file_id != ?", (table_id,)
+        )
+        conn.execute("INSERT INTO spans VALUES (?, 0, 1, 3, ?)", (headings_id, key))
+        conn.execute("DELETE FROM meta WHERE key = 'chunks'")
+    await d.start()
+    after = await embedded(d, 2)
+    assert after.passages == 2
+    assert after.embedded == 0  # cut again, nothing computed
+    assert await d.search_paths(PARAPHRASE, mode="semantic") == ["table.md"]
+    with closing(sqlite.connect(d.state_dir / "vectors.sqlite3")) as conn:
+        spans = conn.execute("SELECT count(*) FROM spans WHERE file_id = ?", (headings_id,))
+        assert spans.fetchone() == (0,)
+
+
+async def test_a_note_written_a_moment_ago_is_said_to_wait_for_its_meaning(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    d = with_writable_root(make_daemon, tmp_path)
+    d.extra_env["KBINDEX_SEMANTIC"] = "auto"
+    write(d.root / "table.md", GRID)
+    await d.start()
+    await embedded(d, 2)  # table.md and the other root's manual.md
+    # Long enough that embedding it takes seconds: the search comes before it is done.
+    long = "\n\n".join(
+        f"Lantern festival, day {i}: the paper lanterns of street {i} are lit at dusk."
+        for i in range(80)
+    )
+    async with d.client() as c:
+        await c.request(WriteNote(path="festival.md", content=long + "\n"), NoteReply)
+        reply = await c.search("lantern festival", mode="hybrid")
+        s = (await c.status()).semantic
+    assert [h.relpath for h in reply.hits][:1] == ["festival.md"]  # by its words
+    assert reply.notes == ["1 file(s) not embedded yet: found by words only"]
+    assert s is not None
+    assert s.backlog == 1
+    shown = d.kbctl("status").stdout
+    assert "1 file(s) to embed" in shown
+    assert "0.0 passages/s" not in shown
+
+
+def test_status_says_what_search_by_meaning_is_doing() -> None:
+    def line(**given: object) -> str:
+        fields = {"model": "m", "files": 3, "passages": 9, "size_mb": 0.1} | given
+        return render._meaning(SemanticStatus(**fields))  # type: ignore[arg-type]
+
+    assert line(state="waiting") == "meaning: waiting (the model loads after the first scan)"
+    assert line(state="loading") == "meaning: loading the model"
+    starting = line(state="embedding", backlog=40)
+    assert starting.endswith("40 file(s) to embed, starting")
+    going = line(state="embedding", backlog=40, rate=8.0, seconds_left=150.0)
+    assert going.endswith("40 file(s) to embed at 8.0 passages/s, about 2 min left")
+    assert line(state="ready") == "meaning: ready, m, 3 files / 9 passages, 0.1 MB"

@@ -1,16 +1,23 @@
 """Search by meaning, alone or fused with search by words.
 
-``semantic``: the files whose best passage is nearest the query's vector. ``hybrid``:
-a convex combination of the two rankings. The word side is the best CANDIDATES of the
-``auto`` search, their bm25 min-max normalised over that list. The vector side is every
-candidate's best passage (a word hit outside the nearest CANDIDATES keeps its own
-similarity: exact search knows every file's), normalised over the range the whole
-index spans (the lowest passage to the nearest). A file is ranked by ALPHA of the
-second plus 1 - ALPHA of the first; a file missing from the word list gets 0 there,
-and a file without passages is ranked by its words alone.
-Why this and not reciprocal rank fusion: it keeps how far apart the scores are, not
-only their order, and it measured better on SciFact (``bench/README.md``, "Ranking details
-measured on SciFact").
+A file matches by meaning when the best of its passages is at least FLOOR similar to
+the query (cosine similarity of the two vectors, from -1 to 1; unrelated text lands
+near 0.1, a passage that says what a question asks near 0.6). Below the floor nothing
+is a match, so a word that no passage holds and nothing means answers "no matches",
+as it does by words. The floor is measured on data (``bench/README.md``): it keeps
+nearly every relevant passage of SciFact's questions, and drops nonsense words, which
+land at most a little below it.
+
+``semantic``: the files that match by meaning, nearest first, scored by similarity.
+``hybrid``: the files that match by words or by meaning. Each is scored ALPHA times its
+similarity (its best passage's, below 0 counted as 0) plus 1 - ALPHA times its bm25
+relative to the best word hit's (0 when its words do not match): a scale that says the
+same for every query, where min-max over the hits made the best of nothing look good.
+A word hit with no passages (not embedded yet, too large, a root without meaning)
+stands in for its similarity with its word share of the best similarity found, so it
+is ranked by its words, not as if its meaning were far from the query.
+Why a weighted sum and not reciprocal rank fusion: it keeps how far apart the scores
+are, not only their order, and it measured better on SciFact (``bench/README.md``).
 
 A hit found by words shows its best word passage; a hit found by meaning alone shows
 the passage that matched, and its ``line`` is that passage's.
@@ -18,7 +25,7 @@ the passage that matched, and its ``line`` is that passage's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,10 +38,12 @@ from kbindex.daemon.storage.index import Hit, Index, SearchResult
 
 CANDIDATES: Final = 100
 ALPHA: Final = 0.7
-"""Weight of the vector side in ``hybrid`` (the word side has 1 - ALPHA)."""
+"""Weight of the similarity in ``hybrid`` (the word share has 1 - ALPHA)."""
+FLOOR: Final = 0.35
+"""The least similarity of a match by meaning (``bench/meaning_floor.py``)."""
 
-Nearest = Callable[[int, npt.NDArray[np.int64] | None, Sequence[int]], Ranking]
-"""``Matrix.search`` for the query: (limit, allowed ids or None, named ids)."""
+Nearest = Callable[[int, npt.NDArray[np.int64] | None, Sequence[int], float], Ranking]
+"""``Matrix.search`` for the query: (limit, allowed ids or None, named ids, floor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,27 +67,42 @@ def search(
     allowed = _allowed(index, path_filter)
     wanted = max(limit, CANDIDATES)
     if not words:
-        found = nearest(wanted, allowed, ()).nearest
-        fused = [_Candidate(p.file_id, p.score, False, p) for p in found[:limit]]
-        return SearchResult(_hits(index, fused, compiled.terms), len(found), "semantic")
+        ranking = nearest(wanted, allowed, (), FLOOR)
+        found = [_Candidate(p.file_id, p.score, False, p) for p in ranking.nearest[:limit]]
+        return SearchResult(_hits(index, found, compiled.terms), ranking.above, "semantic")
     ranked, total, _ = index.rank(compiled, wanted, path_filter)
-    lexical = _normalised(dict(ranked))
-    ranking = nearest(wanted, allowed, list(lexical))
+    ranking = nearest(wanted, allowed, [i for i, _ in ranked], FLOOR)
     by_meaning = {p.file_id: p for p in ranking.nearest} | ranking.named
-    top = ranking.nearest[0].score if ranking.nearest else 0.0
-    span = top - ranking.lowest
-    semantic = {
-        i: (p.score - ranking.lowest) / span if span > 0 else 1.0 for i, p in by_meaning.items()
-    }
-    # A word hit with no passages (not embedded yet, too large, a root without meaning)
-    # is ranked by its words alone, not as if its meaning were far from the query.
-    scores = {
-        i: ALPHA * semantic.get(i, lexical.get(i, 0.0)) + (1 - ALPHA) * lexical.get(i, 0.0)
-        for i in {*lexical, *(p.file_id for p in ranking.nearest)}
-    }
-    best = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
-    fused = [_Candidate(i, scores[i], i in lexical, by_meaning.get(i)) for i in best]
-    return SearchResult(_hits(index, fused, compiled.terms), max(total, len(scores)), "hybrid")
+    similarity = {i: p.score for i, p in by_meaning.items()}
+    nearest_ids = [(p.file_id, p.score) for p in ranking.nearest]
+    scored = fuse(ranked, nearest_ids, similarity)
+    lexical = {i for i, _ in ranked}
+    fused = [_Candidate(i, score, i in lexical, by_meaning.get(i)) for i, score in scored[:limit]]
+    # Matches by words or by meaning, each once. Beyond the listed word hits a file that
+    # matches both ways may count twice: only when more than CANDIDATES match by words.
+    meaning_only = ranking.above - sum(1 for i in lexical if similarity.get(i, -1.0) >= FLOOR)
+    return SearchResult(_hits(index, fused, compiled.terms), total + meaning_only, "hybrid")
+
+
+def fuse(
+    words: Sequence[tuple[int, float]],
+    nearest: Sequence[tuple[int, float]],
+    similarity: Mapping[int, float],
+    *,
+    floor: float = FLOOR,
+    alpha: float = ALPHA,
+) -> list[tuple[int, float]]:
+    """Every word hit (id, bm25) and every file of ``nearest`` (id, similarity) at or
+    above ``floor``, with its fused score, best first; ``similarity`` has the best
+    passage's of each file that has passages."""
+    best = max((score for _, score in words), default=0.0)
+    share = {i: score / best if best > 0 else 1.0 for i, score in words}
+    top = max(similarity.values(), default=0.0)
+    scores = {}
+    for i in {*share, *(i for i, s in nearest if s >= floor)}:
+        meant = similarity[i] if i in similarity else share[i] * top
+        scores[i] = alpha * max(meant, 0.0) + (1 - alpha) * share.get(i, 0.0)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | None:
@@ -87,15 +111,6 @@ def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | N
     if not path_filter:
         return None
     return np.array(index.allowed(path_filter), dtype=np.int64)
-
-
-def _normalised(scores: dict[int, float]) -> dict[int, float]:
-    if not scores:
-        return {}
-    low, high = min(scores.values()), max(scores.values())
-    if high <= low:
-        return dict.fromkeys(scores, 1.0)
-    return {i: (s - low) / (high - low) for i, s in scores.items()}
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:

@@ -8,6 +8,10 @@ at the passage that matched (its lines), as a word hit points at its best passag
 Each chunk is keyed by a hash of exactly the text the model reads. The vector store
 keeps vectors by that key, so an edit re-embeds only the chunks whose text changed,
 and a moved or copied file re-embeds nothing (the path is not part of the text).
+
+A passage with no words of its own (a heading with nothing under it, a rule of dashes,
+a lone brace) is not a chunk: the model would read only the title and the heading, and
+such a passage came out near any query it shares a topic with, ahead of the text.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ work one giant file asks of a 2-core machine."""
 MAX_LINE_CHARS: Final = 4 * TARGET_CHARS
 """A longer line (minified code, a base64 blob) is cut to this; the model reads less."""
 PROSE_EXTENSIONS: Final = frozenset({".md", ".markdown", ".txt", ".rst", ".org", ".adoc", ""})
+MIN_LETTERS: Final = 6
+"""A passage needs this many letters (any script) besides its heading to be embedded:
+``Summary`` over a row of dashes has none, ``Fix the bug`` has nine."""
+VERSION: Final = 2
+"""The rule that cuts passages. Files embedded under another rule are cut again when
+the daemon starts (their unchanged passages keep their vectors: nothing is computed)."""
 
 _MD_HEADING = re.compile(r"#{1,6}\s+(\S.*)")
 _RST_UNDERLINE = re.compile(r"([=\-~^\"'`#*+<>])\1{2,}\s*")
@@ -73,8 +83,9 @@ def split(relpath: str, title: str, text: str) -> list[Chunk]:
     for group in _pack(blocks):
         lines = [line for block in group for line in block.lines]
         passage = "\n".join(lines).strip()
-        if not passage:
-            continue
+        own = lines[1:] if group[0].starts_section else lines
+        if sum(c.isalpha() for line in own for c in line) < MIN_LETTERS:
+            continue  # a heading alone, a rule: nothing of its own to mean
         first_line = passage.partition("\n")[0]
         heading = "" if group[0].starts_section else group[0].heading
         head = [h for h in (title, heading) if h and h not in first_line]

@@ -57,21 +57,36 @@ class Progress:
     """``waiting`` | ``loading`` | ``embedding`` | ``ready`` | ``unavailable`` |
     ``failing`` (see ``SemanticStatus.state``)."""
     detail: str = ""
-    backlog: int = 0
     embedded: int = 0
     """Passages embedded by the model since the daemon started (a passage whose text
     already had a vector is not counted: nothing was computed)."""
     loaded_at: float | None = None
-    recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
+    recent: deque[tuple[float, float, int]] = field(default_factory=lambda: deque(maxlen=256))
+    """(when, seconds, passages) of each call of the model."""
+    cut: int = 0
+    """Files of this pass cut into passages so far, and of their passages those that
+    needed the model: what a file still to embed is expected to cost."""
+    computed: int = 0
+
+    def done(self, began: float, count: int) -> None:
+        now = time.monotonic()
+        self.embedded += count
+        self.recent.append((now, now - began, count))
 
     def rate(self) -> float:
-        """Passages per second over the last minute."""
+        """Passages per second of the model's work over the last minute (0 when it did
+        none): the speed an estimate can count on."""
         now = time.monotonic()
-        done = [(t, n) for t, n in self.recent if now - t <= RATE_WINDOW_SECONDS]
-        if not done:
-            return 0.0
-        span = max(now - done[0][0], 1.0)
-        return round(sum(n for _, n in done) / span, 1)
+        done = [(s, n) for t, s, n in self.recent if now - t <= RATE_WINDOW_SECONDS]
+        seconds = sum(s for s, _ in done)
+        return round(sum(n for _, n in done) / seconds, 1) if seconds > 0 else 0.0
+
+    def seconds_left(self, files: int) -> float | None:
+        """About how long ``files`` more files take, once there is a rate to go by."""
+        rate = self.rate()
+        if not files or not rate or not self.cut:
+            return None
+        return round(files * self.computed / self.cut / rate, 1)
 
 
 Eligible = Callable[[str, int], bool]
@@ -101,6 +116,16 @@ class Embedder:
         self._stamps: dict[int, float] = {}
         self._stop = threading.Event()
         self._seen_writes = -1
+        self._todo: set[int] = set()
+        """The files this pass has still to embed."""
+        self._cut_before: set[int] = set()
+        """Files the vector file holds cut by an older rule (``chunks.VERSION``), until
+        the first pass has cut them again or forgotten them."""
+        self._listed: tuple[int, frozenset[int]] = (-1, frozenset())
+        """``index.writes`` when this pass listed its files, and the files it listed."""
+        self._counted: tuple[int, int, int] | None = None
+        """(``index.writes``, listing's writes, files) of the last count of the files
+        indexed since the pass listed its own."""
 
     @property
     def ready(self) -> bool:
@@ -114,6 +139,37 @@ class Embedder:
     @property
     def passages(self) -> int:
         return self.matrix.passages if self.matrix is not None else 0
+
+    def waiting(self) -> int:
+        """Files indexed and not embedded yet, as the index is now: those this pass has
+        still to do, and those written since it listed its files (a note saved a moment
+        ago included). Counted again only after a write; from a reader thread. Before
+        the model is loaded nothing is known: 0."""
+        if self.matrix is None:
+            return 0
+        todo = len(self._todo)
+        writes = self.index.writes
+        listed, in_pass = self._listed
+        if writes == listed:
+            return todo
+        counted = self._counted
+        if counted is None or counted[:2] != (writes, listed):
+            try:
+                files = self.index.embeddable()
+            except Exception as exc:  # an index out of reach: what the pass knows
+                if self.index.failure(exc) is None:
+                    raise
+                return todo
+            stamps = self._stamps
+            since = sum(
+                1
+                for f in files
+                if f.id not in in_pass
+                and stamps.get(f.id) != f.indexed_at
+                and self.eligible(f.root, f.size)
+            )
+            counted = self._counted = (writes, listed, since)
+        return todo + counted[2]
 
     async def run(self) -> None:
         """Load, then follow the index until cancelled. Never raises: a model that
@@ -178,20 +234,16 @@ class Embedder:
             self.progress.state, self.progress.detail = "unavailable", str(exc)
             log.warning("search by meaning is unavailable: %s; searches use words", exc)
             return False
-        matrix = Matrix(self.encoder.dim)
-        current: list[tuple[int, int]] = []
-        rows: list[bytes] = []
-        file_id = None
-        for span, vector in self.vectors.spans():
-            if span.file_id != file_id and file_id is not None:
-                matrix.put(file_id, current, _rows(rows, self.encoder.dim))
-                current, rows = [], []
-            file_id = span.file_id
-            current.append((span.start, span.end))
-            rows.append(vector)
-        if file_id is not None:
-            matrix.put(file_id, current, _rows(rows, self.encoder.dim))
-        self._stamps = self.vectors.stamps()
+        stamps = self.vectors.stamps()
+        if self.vectors.chunks == chunks.VERSION:
+            matrix = matrix_of(self.vectors, self.encoder.dim)
+        else:
+            # Cut by another rule: no passage of it is searched until its file is cut
+            # again by this one (the first pass; vectors of unchanged passages are kept).
+            matrix = Matrix(self.encoder.dim)
+            self._cut_before = set(stamps)
+            stamps = {}
+        self._stamps = stamps
         self.matrix = matrix
         self.progress.loaded_at = time.time()
         self.progress.state = "ready"
@@ -201,12 +253,16 @@ class Embedder:
     def _pass(self) -> bool:
         """Embed what the index changed since the last pass; forget what it dropped."""
         assert self.matrix is not None
+        writes = self.index.writes
         wanted = {
             f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
         }
         todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
-        gone = [i for i in self._stamps if i not in wanted]
-        self.progress.backlog = len(todo)
+        gone = [i for i in {*self._stamps, *self._cut_before} if i not in wanted]
+        self._cut_before = set()
+        self._todo = set(todo)
+        self._listed = (writes, frozenset(todo))
+        self.progress.cut = self.progress.computed = 0
         if todo:
             self.progress.state = "embedding"
         for begin in range(0, len(todo), FILES_PER_STEP):
@@ -214,13 +270,14 @@ class Embedder:
                 self._seen_writes = -1  # come back for the rest
                 break
             self._step(todo[begin : begin + FILES_PER_STEP], wanted)
-            self.progress.backlog = max(0, len(todo) - begin - FILES_PER_STEP)
         if gone:
             self.vectors.forget(gone)
             for file_id in gone:
                 self.matrix.drop(file_id)
-                del self._stamps[file_id]
-        if self.progress.backlog == 0:
+                self._stamps.pop(file_id, None)
+        if not self._todo:
+            if self.vectors.chunks != chunks.VERSION:
+                self.vectors.cut_again()
             self.progress.state = "ready"
         return True
 
@@ -238,17 +295,18 @@ class Embedder:
         }
         have = self.vectors.vectors_of([c.key for parts in split.values() for c in parts])
         missing = {c.key: c.text for parts in split.values() for c in parts if c.key not in have}
+        self.progress.cut += len(file_ids)
+        self.progress.computed += len(missing)
         new: dict[bytes, np.ndarray] = {}
         keys, texts = list(missing), list(missing.values())
         for begin in range(0, len(texts), TEXTS_PER_CALL):
             if self._stop.is_set():
                 return  # nothing of this step is saved: the next start does it again
             part = slice(begin, begin + TEXTS_PER_CALL)
+            began = time.monotonic()
             computed = self.encoder.embed(texts[part]).astype(np.float16)
             new.update(zip(keys[part], computed, strict=True))
-        if new:
-            self.progress.embedded += len(new)
-            self.progress.recent.append((time.monotonic(), len(new)))
+            self.progress.done(began, len(computed))
         saved = {
             i: (stamps[i], [Span(i, c.start, c.end, c.key) for c in split.get(i, [])])
             for i in file_ids
@@ -259,6 +317,25 @@ class Embedder:
             rows = [new[s.key].tobytes() if s.key in new else have[s.key] for s in spans]
             self.matrix.put(file_id, [(s.start, s.end) for s in spans], _rows(rows, dim))
             self._stamps[file_id] = stamp
+            self._todo.discard(file_id)
+
+
+def matrix_of(vectors: VectorFile, dim: int) -> Matrix:
+    """Every stored passage in a matrix, as searches use it."""
+    matrix = Matrix(dim)
+    current: list[tuple[int, int]] = []
+    rows: list[bytes] = []
+    file_id = None
+    for span, vector in vectors.spans():
+        if span.file_id != file_id and file_id is not None:
+            matrix.put(file_id, current, _rows(rows, dim))
+            current, rows = [], []
+        file_id = span.file_id
+        current.append((span.start, span.end))
+        rows.append(vector)
+    if file_id is not None:
+        matrix.put(file_id, current, _rows(rows, dim))
+    return matrix
 
 
 def _rows(vectors: list[bytes], dim: int) -> np.ndarray:

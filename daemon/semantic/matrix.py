@@ -46,9 +46,8 @@ class Ranking:
     """The files nearest the query, best first."""
     named: dict[int, Passage]
     """The best passage of each file asked for by id (those that have passages)."""
-    lowest: float
-    """The lowest similarity of any passage: with ``nearest[0]``, the range the scores
-    span over the whole index, for normalising them."""
+    above: int
+    """How many files have a passage at or above the floor the search was given."""
 
 
 class Matrix:
@@ -127,10 +126,12 @@ class Matrix:
         limit: int,
         allowed: npt.NDArray[np.int64] | None = None,
         named: Sequence[int] = (),
+        floor: float = -1.0,
     ) -> Ranking:
         """The ``limit`` files whose best passage is nearest ``query`` (a unit vector),
-        best first, only files in ``allowed`` (sorted ids) when given; and the best
-        passage of each file in ``named``."""
+        best first, of those whose best passage's similarity is at least ``floor`` and,
+        when given, in ``allowed`` (sorted ids); and the best passage of each file in
+        ``named``, whatever its similarity."""
         with self._lock:
             used = self._used
             scores = np.empty(used, dtype=np.float32)
@@ -153,9 +154,9 @@ class Matrix:
             row = owned[int(np.argmax(scores[owned]))]
             if np.isfinite(scores[row]):
                 given[file_id] = Passage(file_id, float(scores[row]), *map(int, lines[row]))
-        live = scores[keep]
-        lowest = float(live.min()) if len(live) else 0.0
-        return Ranking(self._nearest(scores, files, lines, limit), given, lowest)
+        scores[scores < floor] = -np.inf
+        above = len(np.unique(files[np.isfinite(scores)]))
+        return Ranking(self._nearest(scores, files, lines, limit), given, above)
 
     @staticmethod
     def _nearest(

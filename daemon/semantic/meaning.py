@@ -51,19 +51,12 @@ class Meaning:
         if requested == "words":
             return "auto", []
         if requested == "auto":
-            return ("hybrid", self._backlog()) if self.ready else ("auto", [])
+            return ("hybrid", []) if self.ready else ("auto", [])
         if requested in BY_MEANING:
             if self.ready:
-                return requested, self._backlog()
+                return requested, []
             return "auto", [f"search by meaning is {self._why_not()}; answered by words"]
         return requested, []
-
-    def _backlog(self) -> list[str]:
-        assert self.embedder is not None
-        waiting = self.embedder.progress.backlog
-        if not waiting:
-            return []
-        return [f"{waiting:,} file(s) not embedded yet: found by words only"]
 
     def _why_not(self) -> str:
         if self.embedder is None or not self.enabled():
@@ -81,33 +74,40 @@ class Meaning:
         limit: int,
         path_filter: str | None,
         mode: str,
-    ) -> SearchResult:
-        """A ``hybrid`` or ``semantic`` search (``plan`` said so), on a reader thread."""
+    ) -> tuple[SearchResult, list[str]]:
+        """A ``hybrid`` or ``semantic`` search (``plan`` said so), on a reader thread,
+        and its notes: how many files are not embedded yet (found by words only)."""
         assert self.embedder is not None
         assert self.embedder.matrix is not None
         matrix = self.embedder.matrix
         query = self.embedder.encoder.embed_query(text)
-        return hybrid.search(
+        result = hybrid.search(
             index,
             compiled,
             limit,
             path_filter,
-            lambda k, allowed, named: matrix.search(query, k, allowed, named),
+            lambda k, allowed, named, floor: matrix.search(query, k, allowed, named, floor),
             words=mode == "hybrid",
         )
+        waiting = self.embedder.waiting()
+        notes = [f"{waiting:,} file(s) not embedded yet: found by words only"] if waiting else []
+        return result, notes
 
     def status(self) -> SemanticStatus:
+        """On a reader thread: the files to embed are counted from the index."""
         if self.embedder is None or not self.enabled():
             return SemanticStatus(state="off", detail="" if self._installed else NOT_INSTALLED)
         progress = self.embedder.progress
+        waiting = self.embedder.waiting()
         return SemanticStatus(
             state=progress.state,
             detail=progress.detail,
             model=self.embedder.encoder.name,
             files=self.embedder.files,
             passages=self.embedder.passages,
-            backlog=progress.backlog,
+            backlog=waiting,
             rate=progress.rate(),
+            seconds_left=progress.seconds_left(waiting),
             embedded=progress.embedded,
             loaded_at=progress.loaded_at,
             size_mb=round(self.embedder.vectors.size_bytes() / 1e6, 2),

@@ -15,7 +15,9 @@ Tables:
 - ``embedded``: each file done, with the ``files.indexed_at`` it was done for; a file
   indexed again since then is embedded again (only its changed passages).
 - ``meta``: the model the vectors come from. Another model's vectors mean nothing to
-  this one, so a different model empties the file.
+  this one, so a different model empties the file. And the rule that cut the passages
+  (``chunks.VERSION``): under another rule every file is cut again, keeping the vectors
+  of the passages that are unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.semantic import chunks
 from kbindex.daemon.storage.database import delete_files, disk_bytes, transaction
 from kbindex.daemon.storage.engine import sqlite
 
@@ -65,6 +68,9 @@ class VectorFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn: sqlite.Connection | None = None
+        self.chunks = chunks.VERSION
+        """The rule the stored passages were cut by (``chunks.VERSION``; 1 before it was
+        recorded)."""
 
     def open(self, model: str, dim: int) -> None:
         """Open (creating) the file for ``model``'s vectors of ``dim`` numbers. A file
@@ -87,11 +93,14 @@ class VectorFile:
             raise sqlite.DatabaseError(f"quick_check failed: {check}")
         wanted = {"model": model, "dim": str(dim), "version": str(SCHEMA_VERSION)}
         found = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        self.chunks = int(found.pop("chunks", "1"))
         if found != wanted:
+            self.chunks = chunks.VERSION
             with transaction(conn):
                 for table in ("vectors", "spans", "embedded", "meta"):
                     conn.execute(f"DELETE FROM {table}")
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", wanted.items())
+                conn.execute("INSERT INTO meta VALUES ('chunks', ?)", (str(self.chunks),))
         return conn
 
     @property
@@ -152,10 +161,16 @@ class VectorFile:
         with transaction(conn):
             conn.executemany("DELETE FROM spans WHERE file_id = ?", ((i,) for i in file_ids))
             conn.executemany("DELETE FROM embedded WHERE file_id = ?", ((i,) for i in file_ids))
-            conn.execute(
-                "DELETE FROM vectors WHERE NOT EXISTS"
-                " (SELECT 1 FROM spans WHERE spans.key = vectors.key)"
-            )
+            _drop_unused(conn)
+
+    def cut_again(self) -> None:
+        """Every file was cut again by the current rule: record it, and drop the vectors
+        of the passages the rule no longer makes."""
+        conn = self.conn
+        with transaction(conn):
+            _drop_unused(conn)
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('chunks', ?)", (str(chunks.VERSION),))
+        self.chunks = chunks.VERSION
 
     def spans(self) -> Iterator[tuple[Span, bytes]]:
         """Every passage with its vector, for loading the matrix."""
@@ -168,3 +183,9 @@ class VectorFile:
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.path))
+
+
+def _drop_unused(conn: sqlite.Connection) -> None:
+    conn.execute(
+        "DELETE FROM vectors WHERE NOT EXISTS (SELECT 1 FROM spans WHERE spans.key = vectors.key)"
+    )

@@ -274,7 +274,7 @@ class Service:
             lag=replies.lag(health.lag()),
             files_read=health.files_read,
             files_moved=health.files_moved,
-            semantic=self.meaning.status(),
+            semantic=await self._read(self.meaning.status),
             backend=replies.backend(self.index.describe(), counts),
         )
 
@@ -295,14 +295,17 @@ class Service:
         mode, notes = self.meaning.plan(request.mode)
         compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
 
-        async def run(path: str | None) -> SearchResult:
+        async def run(path: str | None) -> tuple[SearchResult, list[str]]:
             if mode in BY_MEANING:
                 return await self._read(
                     self.meaning.search, self.index, compiled, request.query, limit, path, mode
                 )
-            return await self._read(self.index.search, compiled, limit, path)
+            return await self._read(self.index.search, compiled, limit, path), []
 
-        result, scoped = await self.scopes.answer(request.path, run, lambda r: len(r.hits))
+        (result, waiting), scoped = await self.scopes.answer(
+            request.path, run, lambda r: len(r[0].hits)
+        )
+        notes += waiting
         return SearchReply(
             hits=[replies.hit(h) for h in result.hits],
             total_hits=result.total,
