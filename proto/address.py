@@ -69,13 +69,33 @@ def owner_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _root_uids() -> tuple[int, ...]:
+    """The uids root's files show as: 0, and the overflow uid where this process's user
+    namespace does not map root. A systemd user service runs in such a namespace from
+    systemd 253 on (its sandbox's implicit ``PrivateUsers=``): every file that is not the
+    user's, root's ``/`` and ``/home`` included, then shows as owned by "nobody". Another
+    user's files show so too there; the mode bits, which are checked whoever the owner
+    is, still tell whether anyone else may write."""
+    # Bytes, not text: no codec is looked up (a process that dropped to another uid
+    # may no longer read the interpreter's library to import one).
+    try:
+        with open("/proc/self/uid_map", "rb") as mapping:
+            ranges = [tuple(map(int, line.split())) for line in mapping if line.strip()]
+        with open("/proc/sys/kernel/overflowuid", "rb") as overflow:
+            nobody = int(overflow.read())
+    except (OSError, ValueError):
+        return (0,)
+    mapped = any(inside <= 0 < inside + count for inside, _, count in ranges)
+    return (0,) if mapped else (0, nobody)
+
+
 def foreign(st: os.stat_result, *, sticky: bool = False) -> str | None:
     """Why a directory with this ``stat`` could be another user's to change: it belongs
     to someone other than the user or root, or its group or others may write to it
     (unless ``sticky`` allows a sticky one, as /tmp: others may add their own entries
     there but not rename or remove the user's). None when it is the user's alone."""
     mode = stat.S_IMODE(st.st_mode)
-    if st.st_uid not in (os.getuid(), 0):
+    if st.st_uid != os.getuid() and st.st_uid not in _root_uids():
         return f"belongs to {owner_name(st.st_uid)}, not to you"
     if mode & 0o022 and not (sticky and mode & stat.S_ISVTX):
         return f"is writable by {'others' if mode & 0o002 else 'its group'} (mode {mode:o})"

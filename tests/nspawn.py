@@ -198,9 +198,19 @@ class Machine:
             who = user or "root"
             raise AssertionError(
                 f"in {self.name} as {who}: {command}\nexit {result.returncode}\n"
-                f"stdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}"
+                f"stdout: {result.stdout[-3000:]}\nstderr: {result.stderr[-3000:]}\n"
+                f"the container's journal, last lines:\n{self._journal()}"
             )
         return result
+
+    def _journal(self) -> str:
+        """The container's last journal lines: why a service failed, in a CI log."""
+        argv = ["nsenter", "-t", str(self.leader), "-a", "journalctl", "--no-pager", "-n", "40"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"(journalctl: {exc})"
+        return done.stdout[-6000:]
 
     def uid(self, user: str) -> int:
         return int(self.run(f"id -u {shlex.quote(user)}").stdout)
