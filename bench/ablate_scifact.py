@@ -34,15 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, write_corpus
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER, TOKENIZER
+from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing import textfile, tokens
 from kbindex.daemon.indexing.indexer import BATCH_FILES
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.searching.searcher import BM25_WEIGHTS, search
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.schema import EXACT_TOKENIZER, TOKENIZER
-from kbindex.daemon.storage.store import Store
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-TOKENIZER = "porter unicode61 remove_diacritics 2"  # as daemon/storage/store.py
+TOKENIZER = "porter unicode61 remove_diacritics 2"  # as daemon/backends/sqlite/store.py
 EXACT_TOKENIZER = "unicode61 remove_diacritics 2"
 STAGES = ("bare", "load", "derived", "exact", "store")
 MAX_FILE_BYTES = 10 * 1024 * 1024  # the daemon's default max_file_size_mb
@@ -125,11 +125,11 @@ def _load_tables(conn: sqlite3.Connection, root: str, stage: str, totals: list[i
 
 def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     """Stage store: the daemon's Store.apply, batch by batch, in this thread."""
+    from kbindex.daemon.backends.sqlite.store import Store
     from kbindex.daemon.indexing import textfile, tokens
     from kbindex.daemon.indexing.indexer import BATCH_FILES
     from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.roots import Roots
-    from kbindex.daemon.storage.store import Store
 
     # Time inside the derived-column functions, as documents.row_and_words calls them.
     spent = [0.0]

@@ -51,11 +51,13 @@ from typing import Any
 import anyio
 import common
 from index_bench import warm_cache
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.backends.sqlite.database import disk_bytes
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.schema import VOCABULARY
+from kbindex.daemon.grep import grepper as grep
+from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import candidates, grep, ripgrep
-from kbindex.daemon.storage.database import disk_bytes
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.schema import VOCABULARY
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import Client
 from kbindex.proto.messages import Grep, GrepReply

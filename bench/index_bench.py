@@ -31,8 +31,8 @@ import bare
 import common
 import corpus
 import report
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.searching.query import compile_query, render
-from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent

@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.embedder import matrix_of
 from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.sqlite import SqliteIndex
 
 FLOORS = [round(0.10 + 0.025 * i, 3) for i in range(17)]
 NONSENSE = [

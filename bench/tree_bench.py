@@ -53,13 +53,13 @@ import bare
 import common
 import report
 from index_bench import warm_cache
+from kbindex.daemon.backends.sqlite.database import disk_bytes
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.schema import VOCABULARY
+from kbindex.daemon.backends.sqlite.searcher import search
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import compile_query, render
-from kbindex.daemon.searching.searcher import search
-from kbindex.daemon.storage.database import disk_bytes
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.schema import VOCABULARY
-from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent

@@ -1,5 +1,5 @@
 """Where a full index's writer thread spends its time, in-process, with and without
-the background checkpoints (``daemon/storage/checkpointer.py``), alternating in one run.
+the background checkpoints (``daemon/backends/sqlite/checkpointer.py``), alternating in one run.
 
 Each round indexes the corpus from an empty state directory through the daemon's own
 ``Indexer.refresh`` (no socket) and reports, for the writer thread: the wall time of
@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.storage.checkpointer import Checkpointer
-from kbindex.daemon.storage.store import Store
 
 DEFAULT_CORPUS = Path("/tmp/kbindex-bench/corpus-20000f-200mb-s1")
 F = TypeVar("F", bound=Callable[..., Any])

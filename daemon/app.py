@@ -32,9 +32,12 @@ import anyio
 import anyio.to_thread
 from kbindex.daemon import heap
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
+from kbindex.daemon.index.interface import Index, IndexRefused
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.semantic import meaning as semantic
 from kbindex.daemon.semantic.embedder import Embedder
@@ -53,9 +56,6 @@ from kbindex.daemon.serving.refusal import wait_for_configuration
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
 from kbindex.daemon.settings import Settings, SettingsError
-from kbindex.daemon.storage.index import Index, IndexRefused
-from kbindex.daemon.storage.recovery import Recovery
-from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.daemon.watching.changes import Changes
 from kbindex.daemon.watching.reconciler import Reconciler
 from kbindex.daemon.watching.watcher import Watcher
@@ -186,7 +186,7 @@ def _index(settings: Settings, roots: Roots) -> Index:
     if settings.backend == "postgres":
         # Imported here: psycopg is an optional extra (kbindex[postgres]).
         try:
-            from kbindex.daemon.postgres.database import PgIndex
+            from kbindex.daemon.backends.postgres.index import PgIndex
         except ImportError as exc:
             raise BackendMissing(
                 f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"

@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
+from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
+from kbindex.daemon.grep.ripgrep import RIPGREP_ENV
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.ripgrep import RIPGREP_ENV
-from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 from kbindex.proto.client import Client, ClientError
 
 T = TypeVar("T")

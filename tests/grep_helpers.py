@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
+from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import Loaded, decode
-from kbindex.daemon.searching import ripgrep
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
 

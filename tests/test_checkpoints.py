@@ -1,5 +1,5 @@
 """The write-ahead logs are copied into the database files beside the writer
-(``daemon/storage/checkpointer.py``): real SQLite files, real commits, nothing mocked."""
+(``daemon/backends/sqlite/checkpointer.py``): real SQLite files, real commits, nothing mocked."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import note
-from kbindex.daemon.storage import checkpointer
-from kbindex.daemon.storage.checkpointer import Checkpointer
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.backends.sqlite import checkpointer
+from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
 
 
 def _file_alone(db: Path, copy: Path) -> sqlite.Connection:

@@ -9,9 +9,9 @@ the store and search them through its reader pool, as the daemon does.
 from __future__ import annotations
 
 from conftest import note
-from kbindex.daemon.searching import frequency, searcher
+from kbindex.daemon.backends.sqlite import frequency, searcher
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.searching.query import Alternatives, compile_query
-from kbindex.daemon.storage.store import Store
 
 QUESTION = "which notes mention kestrel and osprey?"
 """``any`` mode: four or more plain words. "notes" and "mention" are in every document."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, bump_mtime, write
-from kbindex.daemon.storage.engine import sqlite
+from kbindex.daemon.backends.sqlite.engine import sqlite
 
 pytestmark = pytest.mark.anyio
 
@@ -225,10 +225,10 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
     """Rewritten documents leave entries and delete markers in the full-text index
     until its segments merge: once a quarter of the index (at least 1,000 documents)
     has been replaced, the store says so, and optimize gives the space back."""
+    from kbindex.daemon.backends.sqlite.store import Store
     from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.indexing.textfile import decode
     from kbindex.daemon.roots import Roots
-    from kbindex.daemon.storage.store import Store
 
     store = Store(tmp_path / "index.sqlite3", Roots(()))
     store.open()

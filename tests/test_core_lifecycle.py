@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, write
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.settings import SettingsError
-from kbindex.daemon.storage.engine import sqlite
 
 pytestmark = pytest.mark.anyio
 

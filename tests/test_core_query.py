@@ -8,12 +8,11 @@ import pytest
 from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.indexing.documents import entry, insert, prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
-from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import BadQuery, compile_query, parse
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import random
 
 import pytest
 from conftest import note
-from kbindex.daemon.searching import essential, frequency, searcher
+from kbindex.daemon.backends.sqlite import essential, frequency, searcher
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.storage.store import Store
 
 VOCABULARY = [f"w{i:03}x" for i in range(300)]
 

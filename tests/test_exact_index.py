@@ -15,16 +15,15 @@ import pytest
 from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite import store as store_module
+from kbindex.daemon.backends.sqlite.database import disk_bytes, legacy_exact_path
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage import store as store_module
-from kbindex.daemon.storage.database import disk_bytes, legacy_exact_path
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store
 
 
 @pytest.fixture

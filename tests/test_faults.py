@@ -21,13 +21,12 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
+from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite import store as store_module
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing.textfile import extract_title
-from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage import store as store_module
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store
 from kbindex.proto.client import DaemonError
 
 MakeDaemon = Callable[..., Daemon]

@@ -29,12 +29,12 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, mode_bound, wait_for, write
+from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.storage.sqlite import SqliteIndex
 from kbindex.proto.client import Client
 from watch_helpers import settled, until_paths, until_status
 

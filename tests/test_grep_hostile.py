@@ -13,10 +13,11 @@ import msgspec
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.grep import grepper as grepping
+from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.grep.grepper import DEADLINE_SECONDS
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import candidates, ripgrep
-from kbindex.daemon.searching import grep as grepping
-from kbindex.daemon.searching.grep import DEADLINE_SECONDS
 from kbindex.proto import framing
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import MAX_PATTERN_CHARS, ErrorCode, ErrorReply, GrepReply

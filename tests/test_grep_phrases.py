@@ -16,7 +16,8 @@ import pytest
 from grep_helpers import RG, add_document, memory_index, needs_rg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.searching import candidates, phrases, trigrams
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.grep import phrases, trigrams
 
 pytestmark = [pytest.mark.slow, needs_rg]
 

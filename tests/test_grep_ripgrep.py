@@ -12,10 +12,11 @@ import anyio
 import pytest
 from conftest import MakeDaemon, write
 from grep_helpers import needs_rg
+from kbindex.daemon.backends.sqlite.candidates import Candidates
+from kbindex.daemon.grep import grepper as grep
+from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.grep.ripgrep import RIPGREP_ENV, Flags
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import grep, ripgrep
-from kbindex.daemon.searching.candidates import Candidates
-from kbindex.daemon.searching.ripgrep import RIPGREP_ENV, Flags
 
 
 def _older_rg() -> str | None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.grep import grepper as grepping
+from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.indexing import grams
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import candidates, ripgrep, sweep
-from kbindex.daemon.searching import grep as grepping
-from kbindex.daemon.storage.engine import sqlite
 from kbindex.proto.messages import Grep, GrepReply
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio, needs_rg]

@@ -18,8 +18,9 @@ import pytest
 from grep_helpers import add_document, memory_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.grep import trigrams
 from kbindex.daemon.indexing import grams
-from kbindex.daemon.searching import candidates, trigrams
 
 LETTERS = "abcksxyzABCKSXYZ"
 SPECIAL = "é\u00c9σςΣµμßẞ\u212a\u017fǅΩ\u2126ω日本🙂"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from grep_helpers import add_document, memory_index
-from kbindex.daemon.searching import candidates, trigrams
-from kbindex.daemon.storage.engine import sqlite
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.grep import trigrams
 
 
 def test_beside_a_literals_words_a_few_trigrams_spread_over_it_are_asked() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import note
+from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
+from kbindex.daemon.index.interface import Hit, SearchResult
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.matrix import Matrix
-from kbindex.daemon.storage.index import Hit, SearchResult
-from kbindex.daemon.storage.sqlite import SqliteIndex as Store
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 from conftest import note
+from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing import documents, grams
 from kbindex.daemon.indexing.textfile import Loaded
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store
 
 MB = 1 << 20
 

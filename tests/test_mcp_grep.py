@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, write
 from grep_helpers import RG, needs_rg
-from kbindex.daemon.searching.ripgrep import RIPGREP_ENV
+from kbindex.daemon.grep.ripgrep import RIPGREP_ENV
 from kbindex.mcpfront.results import BUDGET
 from mcp_helpers import corpus, mcp_stdio, response_size, structured, text
 

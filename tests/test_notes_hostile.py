@@ -28,7 +28,7 @@ from conftest import Daemon, MakeDaemon, wait_for, with_writable_root, write
 from hypothesis import given
 from hypothesis import strategies as st
 from kbindex.daemon.indexing.ignore import WRITING_MARK, IgnoreRules
-from kbindex.daemon.serving.notefile import NAME_MAX, temporary_name
+from kbindex.daemon.notes.notefile import NAME_MAX, temporary_name
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import (
     AppendNote,

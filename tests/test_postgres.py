@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from conftest import Daemon, wait_exit, wait_for, write
 from grep_helpers import Case, grep
-from kbindex.daemon.postgres import schema
+from kbindex.daemon.backends.postgres import schema
 from kbindex.proto.client import DaemonError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -323,7 +323,7 @@ def test_idf_is_fts5s_even_when_a_word_counts_more_documents_than_the_index(
     """The document count is read before a word's postings: while the index grows, a word
     can count more documents than the count said. FTS5's idf is then 1e-6; ln() of a
     negative ratio had failed the whole search (InvalidArgumentForLogarithm, seen in CI)."""
-    from kbindex.daemon.postgres.reads import IDF
+    from kbindex.daemon.backends.postgres.reads import IDF
 
     with psycopg.connect(pg_dsn) as conn:
         idf = f"SELECT {IDF.format(df='%s::float8')}"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kbindex.daemon.postgres import schema
+from kbindex.daemon.backends.postgres import schema
 
 psycopg = pytest.importorskip("psycopg")
 

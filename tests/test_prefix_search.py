@@ -9,9 +9,9 @@ search them through its reader pool, as the daemon does.
 from __future__ import annotations
 
 from conftest import note
-from kbindex.daemon.searching import prefixes, searcher
+from kbindex.daemon.backends.sqlite import prefixes, searcher
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.storage.store import Store
 
 
 def add(store: Store, **docs: str) -> None:

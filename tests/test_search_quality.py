@@ -16,15 +16,14 @@ import pytest
 from conftest import Daemon, note, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing import documents, tokens
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import searcher
 from kbindex.daemon.searching.query import compile_query
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.store import Store
 
 SYLLABLES = [
     "zor",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from conftest import note
-from kbindex.daemon.searching import searcher
+from kbindex.daemon.backends.sqlite import searcher
+from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.searching.query import BadQuery, compile_query
-from kbindex.daemon.storage.store import Store
 
 
 def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Store) -> None:

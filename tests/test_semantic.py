@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import Backend, Daemon, MakeDaemon, wait_for, with_writable_root, write
 from kbindex.ctl import render
-from kbindex.daemon.storage.engine import sqlite
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import NoteReply, SemanticStatus, StatusReply, WriteNote
 from mcp_helpers import mcp_stdio, structured, text

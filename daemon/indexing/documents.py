@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Final, NamedTuple, TypeVar
 
 import msgspec
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.indexing import grams, tokens
 from kbindex.daemon.indexing.textfile import Loaded
-from kbindex.daemon.storage.engine import sqlite
 
 COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
 STEMMED: Final = "docs"

@@ -31,10 +31,10 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.index.interface import Hit, Index, SearchResult
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking
-from kbindex.daemon.storage.index import Hit, Index, SearchResult
 
 CANDIDATES: Final = 100
 ALPHA: Final = 0.7

@@ -18,8 +18,8 @@ import threading
 from functools import lru_cache
 from typing import Final
 
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.schema import TOKENIZER
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.schema import TOKENIZER
 
 _CACHED: Final = 1 << 16
 

@@ -26,13 +26,13 @@ from typing import Final
 
 import anyio
 import numpy as np
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.health import Health
+from kbindex.daemon.index.interface import Index
 from kbindex.daemon.semantic import chunks
 from kbindex.daemon.semantic.encoder import Encoder, EncoderUnavailable
 from kbindex.daemon.semantic.matrix import Matrix
 from kbindex.daemon.semantic.vectors import Span, VectorFile
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.index import Index
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ import importlib.util
 from collections.abc import Callable
 from typing import Final
 
+from kbindex.daemon.index.interface import Index, SearchResult
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import NOT_INSTALLED
-from kbindex.daemon.storage.index import Index, SearchResult
 from kbindex.proto.messages import SemanticStatus
 
 BY_MEANING: Final = ("hybrid", "semantic")

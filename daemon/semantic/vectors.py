@@ -30,9 +30,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
+from kbindex.daemon.backends.sqlite.database import delete_files, disk_bytes, transaction
+from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.semantic import chunks
-from kbindex.daemon.storage.database import delete_files, disk_bytes, transaction
-from kbindex.daemon.storage.engine import sqlite
 
 SCHEMA_VERSION: Final = 1
 _SCHEMA: Final = """

@@ -3,7 +3,7 @@
 ``server`` accepts connections and frames, ``service`` handles each request,
 ``scopes`` reads a path filter the same way for search, grep and find_files,
 ``replies`` turns the daemon's state and answers into protocol messages, ``control``
-changes roots and settings while the daemon runs, ``notes`` changes notes in writable
-roots (``notefile`` reaches each one without following a link), ``instance`` holds the
-single-daemon lock, ``notify`` and ``activation`` speak to systemd.
+changes roots and settings while the daemon runs, ``instance`` holds the single-daemon
+lock, ``notify`` and ``activation`` speak to systemd, ``refusal`` serves a refused
+configuration on systemd's socket.
 """

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Final
 
+from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.config_file import ConfigError
+from kbindex.daemon.grep import grepper as grep
+from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.index.interface import NotIndexed
+from kbindex.daemon.notes.notefile import NoteError
+from kbindex.daemon.recovery import IndexRebuilding
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
-from kbindex.daemon.searching import candidates, grep, ripgrep
 from kbindex.daemon.searching.query import BadQuery
 from kbindex.daemon.serving.control import BadRoot, ConfigRefused
-from kbindex.daemon.serving.notefile import NoteError
-from kbindex.daemon.storage.index import NotIndexed
-from kbindex.daemon.storage.recovery import IndexRebuilding
 from kbindex.proto.messages import ErrorCode, ErrorReply
 
 

@@ -8,10 +8,10 @@ are built from them here, so a change to the protocol touches this module and
 
 from __future__ import annotations
 
+from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
-from kbindex.daemon.searching import grep
-from kbindex.daemon.serving import notes
-from kbindex.daemon.storage import index
+from kbindex.daemon.index import interface as index
+from kbindex.daemon.notes import notes
 from kbindex.proto.messages import (
     BackendStatus,
     FileInfo,

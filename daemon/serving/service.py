@@ -20,11 +20,16 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
+from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.grep import grepper as grep
+from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.health import Health
+from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.notes.notes import Notes, content_hash
+from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
-from kbindex.daemon.searching import candidates, grep, ripgrep, sweep
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
@@ -36,11 +41,8 @@ from kbindex.daemon.serving.failures import (
     InvalidArgument,
     VersionMismatch,
 )
-from kbindex.daemon.serving.notes import Notes, content_hash
 from kbindex.daemon.serving.scopes import Scopes
 from kbindex.daemon.settings import Settings
-from kbindex.daemon.storage.index import Counts, File, Index, NotIndexed, SearchResult
-from kbindex.daemon.storage.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.watching.changes import Changes
 from kbindex.proto.messages import (
     MAX_GREP_LIMIT,

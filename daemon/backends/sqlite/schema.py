@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-from kbindex.daemon.storage.engine import sqlite
+from kbindex.daemon.backends.sqlite.engine import sqlite
 
 log = logging.getLogger(__name__)
 

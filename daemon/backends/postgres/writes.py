@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Final
 
+from kbindex.daemon.backends.postgres import schema
+from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.postgres import schema
-from kbindex.daemon.postgres.connections import Connection
 
 TSVECTOR_CHARS: Final = 500_000
 """Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which

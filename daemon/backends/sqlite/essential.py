@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon.searching.frequency import Held
+from kbindex.daemon.backends.sqlite.frequency import Held
 from kbindex.daemon.searching.query import Expr, has_prefix, join, render
 
 K1: Final = 1.2

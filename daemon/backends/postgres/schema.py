@@ -39,8 +39,8 @@ import logging
 from typing import Final
 
 import psycopg
-from kbindex.daemon.postgres.connections import Connection
-from kbindex.daemon.storage.index import IndexRefused
+from kbindex.daemon.backends.postgres.connections import Connection
+from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon.storage import schema
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.readers import connect
+from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.readers import connect
 
 KEPT_COPIES: Final = 3
 WAL_LIMIT_BYTES: Final = 16 << 20

@@ -27,11 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.schema import VOCABULARY
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.indexing.tokens import fts5_string
 from kbindex.daemon.searching.query import Expr
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.schema import VOCABULARY
 
 MAX_WORDS: Final = 64
 """Whole words a prefix becomes at most; each is one more phrase bm25 scores per match."""

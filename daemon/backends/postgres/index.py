@@ -24,13 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import Loaded, SkipReason
-from kbindex.daemon.postgres import reads, schema, writes
-from kbindex.daemon.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.searching.candidates import Candidates
-from kbindex.daemon.storage.index import (
+from kbindex.daemon.backends.postgres import reads, schema, writes
+from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
+from kbindex.daemon.backends.sqlite.candidates import Candidates
+from kbindex.daemon.index.interface import (
     Checked,
     Counts,
     Described,
@@ -43,10 +40,13 @@ from kbindex.daemon.storage.index import (
     Update,
     recorded,
 )
+from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.scanner import Stamp
+from kbindex.daemon.indexing.textfile import Loaded, SkipReason
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
-    from kbindex.daemon.searching import phrases, trigrams
+    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.searching.query import Compiled
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kbindex.daemon.backends.postgres.schema import CONFIG, EXACT
 from kbindex.daemon.indexing import tokens
-from kbindex.daemon.postgres.schema import CONFIG, EXACT
 from kbindex.daemon.searching.query import MAX_TERMS, STOPWORDS, Compiled, Term, parse
 
 _STEMMED = f"kb_either(phraseto_tsquery('{CONFIG}', kb_stemmable(%s)))"

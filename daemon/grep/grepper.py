@@ -27,10 +27,10 @@ from typing import Final
 
 import anyio
 from anyio.abc import Process, TaskGroup
+from kbindex.daemon.backends.sqlite.candidates import Candidates
+from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching import ripgrep
-from kbindex.daemon.searching.candidates import Candidates
 from kbindex.proto.messages import GREP_LINE_CHARS
 
 DEADLINE_SECONDS: Final = 10.0

@@ -17,14 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.backends.sqlite.database import is_damage
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.grep import phrases, trigrams
 from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
 from kbindex.daemon.indexing.grams import NUL_MARK
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
-from kbindex.daemon.searching import phrases, trigrams
-from kbindex.daemon.searching.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
-from kbindex.daemon.storage.database import is_damage
-from kbindex.daemon.storage.engine import sqlite
 from kbindex.daemon.watching.changes import Changes
 
 

@@ -34,11 +34,10 @@ from functools import partial
 from typing import Final
 
 import anyio
-from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
-from kbindex.daemon.indexing.textfile import real_path
-from kbindex.daemon.searching import ripgrep
-from kbindex.daemon.searching.candidates import Candidates, order
-from kbindex.daemon.searching.grep import (
+from kbindex.daemon.backends.sqlite.candidates import Candidates, order
+from kbindex.daemon.backends.sqlite.searcher import path_filter
+from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.grep.grepper import (
     DEADLINE_SECONDS,
     Ahead,
     BadPattern,
@@ -47,7 +46,8 @@ from kbindex.daemon.searching.grep import (
     check_pattern,
     task_group,
 )
-from kbindex.daemon.searching.searcher import path_filter
+from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
+from kbindex.daemon.indexing.textfile import real_path
 
 _SKIPPED = (*IGNORED_DIR_NAMES, "*.egg-info")
 NAMED_FILES: Final = 1000

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 import psycopg
-from kbindex.daemon.postgres import tsquery
-from kbindex.daemon.postgres.connections import Connection
-from kbindex.daemon.searching import passages, trigrams
-from kbindex.daemon.searching.candidates import PENDING_PATHS, Candidates, TooSlow
+from kbindex.daemon.backends.postgres import tsquery
+from kbindex.daemon.backends.postgres.connections import Connection
+from kbindex.daemon.backends.sqlite.candidates import PENDING_PATHS, Candidates, TooSlow
+from kbindex.daemon.backends.sqlite.searcher import path_filter
+from kbindex.daemon.grep import trigrams
+from kbindex.daemon.index.interface import Counts, Embeddable, File, Hit, SearchResult, Stored
+from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import BadQuery, Compiled
-from kbindex.daemon.searching.searcher import path_filter
-from kbindex.daemon.storage.index import Counts, Embeddable, File, Hit, SearchResult, Stored
 
 K1: Final = 1.2
 B: Final = 0.75

@@ -39,9 +39,9 @@ from typing import Final
 import anyio
 import anyio.to_thread
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.notes.notefile import NAME_MAX, NoteError, NoteFile, error_code
 from kbindex.daemon.roots import MAX_PATH_CHARS, Located, Roots
 from kbindex.daemon.serving.control import Control
-from kbindex.daemon.serving.notefile import NAME_MAX, NoteError, NoteFile, error_code
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
 

@@ -21,6 +21,20 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
+from kbindex.daemon.backends.sqlite.database import (
+    IndexUnusable,
+    delete_files,
+    disk_bytes,
+    legacy_exact_path,
+    move_aside,
+    open_checked,
+    roll_back,
+    transaction,
+)
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.readers import Readers
+from kbindex.daemon.index.interface import Update, recorded
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.documents import IN_JSON, as_json
 from kbindex.daemon.indexing.scanner import Stamp
@@ -31,20 +45,6 @@ from kbindex.daemon.indexing.textfile import (
     extract_title,
 )
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.storage.checkpointer import Checkpointer
-from kbindex.daemon.storage.database import (
-    IndexUnusable,
-    delete_files,
-    disk_bytes,
-    legacy_exact_path,
-    move_aside,
-    open_checked,
-    roll_back,
-    transaction,
-)
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.index import Update, recorded
-from kbindex.daemon.storage.readers import Readers
 
 log = logging.getLogger(__name__)
 

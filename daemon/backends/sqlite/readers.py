@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from kbindex.daemon.storage.engine import sqlite
+from kbindex.daemon.backends.sqlite.engine import sqlite
 
 
 def connect(path: Path, *, readonly: bool) -> sqlite.Connection:

@@ -23,8 +23,8 @@ from kbindex.daemon.indexing.scanner import Seen, Stamp
 from kbindex.daemon.indexing.textfile import Loaded, Skipped
 
 if TYPE_CHECKING:
-    from kbindex.daemon.searching import phrases, trigrams
-    from kbindex.daemon.searching.candidates import Candidates
+    from kbindex.daemon.backends.sqlite.candidates import Candidates
+    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.searching.query import Compiled
 
 Failure = Literal["damaged", "unwritable", "unavailable"]

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
+from kbindex.daemon.backends.sqlite.database import is_damage
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.index.interface import Counts, File, Hit, SearchResult
 from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.indexing.textfile import Within, current_text
-from kbindex.daemon.searching import essential, frequency, passages, prefixes
+from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
-from kbindex.daemon.storage.database import is_damage
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.index import Counts, File, Hit, SearchResult
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
-from kbindex.daemon.indexing.textfile import current_text
-from kbindex.daemon.searching import candidates, searcher
-from kbindex.daemon.storage.database import disk_bytes, is_damage, is_unwritable
-from kbindex.daemon.storage.engine import sqlite
-from kbindex.daemon.storage.index import (
+from kbindex.daemon.backends.sqlite import candidates, searcher
+from kbindex.daemon.backends.sqlite.database import disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.index.interface import (
     Checked,
     Counts,
     Described,
@@ -25,10 +24,11 @@ from kbindex.daemon.storage.index import (
     SearchResult,
     Stored,
 )
-from kbindex.daemon.storage.store import Store
+from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
+from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
-    from kbindex.daemon.searching import phrases, trigrams
+    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.searching.query import Compiled
 
 
