@@ -3,7 +3,7 @@
 ``weights`` (the default): writes SciFact as eval_scifact.py does (one ``<doc_id>.md``
 per document under /tmp), indexes it with the daemon's own ``Store.apply`` (batches of
 ``indexer.BATCH_FILES``, files read by ``textfile.load``), then runs every train query
-through ``compile_query`` (mode auto) and ``searcher.search`` with the current
+through ``to_plan`` (mode auto) and ``searcher.search`` with the current
 ``BM25_WEIGHTS`` and with each point of a small grid (name, title, subwords; body and
 grams stay 1.0). The grid ranks by nDCG@10 at limit 10 (the same top 10 as limit 100);
 the defaults and the best point are also run at limit 100 for Recall@100. The
@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from kbindex.daemon.indexing import textfile, tokens
 from kbindex.daemon.indexing.indexer import BATCH_FILES
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)
@@ -90,7 +91,7 @@ def run_queries(
     conn: sqlite.Connection, compiled: dict[str, Any], weights: tuple[float, ...], limit: int
 ) -> dict[str, list[str]]:
     return {
-        qid: [Path(h.relpath).stem for h in search(conn, c, limit, None, weights=weights).hits]
+        qid: [Path(h.relpath).stem for h in search(conn, replace(c, limit=limit), weights).hits]
         for qid, c in compiled.items()
     }
 
@@ -105,7 +106,7 @@ def weights_main(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     build_s = index_with_store(root, db)
     queries = read_queries(args.dataset, "train")
     qrels = read_qrels(args.dataset, "train")
-    compiled = {q: compile_query(t) for q, t in queries.items() if q in qrels}
+    compiled = {q: to_plan(t) for q, t in queries.items() if q in qrels}
     conn = sqlite.connect(f"file:{db}?mode=ro", uri=True)
     base = per_query_ndcg(run_queries(conn, compiled, BM25_WEIGHTS, 10), qrels)
     grid = []

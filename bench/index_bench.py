@@ -31,8 +31,9 @@ import bare
 import common
 import corpus
 import report
+from kbindex.daemon.backends.sqlite import render as fts5
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.searching.query import compile_query, render
+from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -216,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         # Bare FTS5 runs a prefix as its own prefix of stems (the raw form of "word*");
         # the daemon resolves it against the words it holds (daemon/searching/prefixes.py).
         matches = [
-            (kind, render(compile_query(q, "raw" if kind == "prefix*" else "auto").match or ()))
+            (
+                kind,
+                fts5.render(
+                    fts5.match(to_plan(q, "raw" if kind == "prefix*" else "auto")).expr or ()
+                ),
+            )
             for kind, q in queries
         ]
         # Merged as kbindexd merges after a full index; searched later, interleaved

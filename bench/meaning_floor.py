@@ -40,7 +40,7 @@ from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.searching import hybrid
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic.embedder import matrix_of
 from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
@@ -107,7 +107,7 @@ class State:
         return {p.file_id: p.score for p in found}
 
     def words(self, text: str) -> tuple[list[tuple[int, float]], int]:
-        ranked, total, _ = self.index.rank(compile_query(text, "auto"), hybrid.CANDIDATES, None)
+        ranked, total, _ = self.index.rank(to_plan(text, "auto", limit=hybrid.CANDIDATES))
         return ranked, total
 
 

@@ -55,11 +55,12 @@ import report
 from index_bench import warm_cache
 from kbindex.daemon.backends.sqlite.database import disk_bytes
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.render import match, render
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
 from kbindex.daemon.backends.sqlite.searcher import search
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.query import compile_query, render
+from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -208,11 +209,10 @@ def measure_queries(
             for r in range(rounds + 1):
                 for kind, texts in queries.items():
                     for q in texts:
-                        bare_q = compile_query(q, "raw" if kind == "prefix" else "auto")
-                        bare_ms = bare_searcher.ms(render(bare_q.match or ()))
+                        bare_q = match(to_plan(q, "raw" if kind == "prefix" else "auto"))
+                        bare_ms = bare_searcher.ms(render(bare_q.expr or ()))
                         t = time.perf_counter_ns()
-                        compiled = compile_query(q, "auto")
-                        result = search(conn, compiled, 10, None, within=roots.inside)
+                        result = search(conn, to_plan(q, "auto"), within=roots.inside)
                         daemon_ms = (time.perf_counter_ns() - t) / 1e6
                         if r:
                             times["kbindexd"].setdefault(kind, []).append(daemon_ms)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from conftest import note
 from kbindex.daemon.backends.sqlite import frequency, searcher
+from kbindex.daemon.backends.sqlite.render import Alternatives
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.searching.query import Alternatives, compile_query
+from kbindex.daemon.searching.query import to_plan
 
 QUESTION = "which notes mention kestrel and osprey?"
 """``any`` mode: four or more plain words. "notes" and "mention" are in every document."""
@@ -35,7 +36,7 @@ def corpus(birds: int, plain: int) -> dict[str, str]:
 
 def search(store: Store, query: str, limit: int) -> searcher.SearchResult:
     with store.reader() as conn:
-        return searcher.search(conn, compile_query(query), limit, None)
+        return searcher.search(conn, to_plan(query, limit=limit))
 
 
 def test_common_words_are_left_out_when_the_rare_ones_fill_the_list(store: Store) -> None:

@@ -12,7 +12,7 @@ from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.indexing.documents import entry, insert, prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
-from kbindex.daemon.searching.query import BadQuery, compile_query, parse
+from kbindex.daemon.searching.query import BadQuery, parse, to_plan
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def fts() -> Iterator[sqlite.Connection]:
 @given(st.text(max_size=200), st.sampled_from(["auto", "all", "any"]))
 def test_no_text_input_raises(fts: sqlite.Connection, query: str, mode: str) -> None:
     # The whole read path: prefix terms resolved, the ranked query and the count.
-    searcher.search(fts, compile_query(query, mode), 1, None)
+    searcher.search(fts, to_plan(query, mode, limit=1))
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_no_text_input_raises(fts: sqlite.Connection, query: str, mode: str) -> 
     ['"', '""', "-", "*", "AND", "OR NOT", "NEAR(", "a:b", "(((", '"unterminated', "^x", "-*"],
 )
 def test_operator_soup_is_data(fts: sqlite.Connection, query: str) -> None:
-    searcher.search(fts, compile_query(query), 1, None)
+    searcher.search(fts, to_plan(query, limit=1))
 
 
 def test_parse_understands_forgiving_syntax() -> None:
@@ -59,14 +59,14 @@ def test_parse_understands_forgiving_syntax() -> None:
 
 
 def test_modes() -> None:
-    assert compile_query("two words").mode == "all"
-    assert compile_query("how does the scheduler pick tasks").mode == "any"
-    assert compile_query('"phrase here" and more words').mode == "all"
-    assert compile_query("-only -negatives").match is None
+    assert to_plan("two words").mode == "all"
+    assert to_plan("how does the scheduler pick tasks").mode == "any"
+    assert to_plan('"phrase here" and more words').mode == "all"
+    assert to_plan("-only -negatives").empty
     with pytest.raises(BadQuery):
-        compile_query("x", "bogus")
+        to_plan("x", "bogus")
     with pytest.raises(BadQuery):
-        compile_query("x" * 5000)
+        to_plan("x" * 5000)
 
 
 @pytest.mark.anyio

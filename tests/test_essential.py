@@ -10,8 +10,9 @@ import random
 import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite import essential, frequency, searcher
+from kbindex.daemon.backends.sqlite.render import match
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 
 VOCABULARY = [f"w{i:03}x" for i in range(300)]
 
@@ -34,7 +35,7 @@ def zipf_corpus(seed: int, documents: int) -> dict[str, str]:
 
 def find(store: Store, question: str, limit: int) -> searcher.Found:
     with store.reader() as conn:
-        return searcher.find(conn, compile_query(question), limit, None)
+        return searcher.find(conn, to_plan(question, limit=limit))
 
 
 def test_ranking_the_essential_documents_first_gives_the_whole_rankings_list(
@@ -76,7 +77,7 @@ def test_the_bound_is_the_most_fts5_gives_the_other_words(store: Store) -> None:
     docs["many.md"] = " ".join(["w013x"] * 400)
     store.apply([note(name, text) for name, text in docs.items()], [])
     question = "w150x w013x or"
-    compiled = compile_query(question)
+    compiled = match(to_plan(question))
     assert compiled.alternatives is not None
     weights = ", ".join(str(w) for w in searcher.BM25_WEIGHTS)
     with store.reader() as conn:
@@ -100,7 +101,7 @@ def test_a_prefix_term_or_a_single_word_takes_no_split(store: Store) -> None:
     store.apply([note(name, text) for name, text in zipf_corpus(5, 100).items()], [])
     with store.reader() as conn:
         for question in ("w000x w001x w002x w003x w05*", "w000x"):
-            compiled = compile_query(question + " or")
+            compiled = match(to_plan(question + " or"))
             assert compiled.alternatives is not None
             held = frequency.held(conn, compiled.alternatives)
             assert essential.split(compiled.alternatives.items, held, 10) is None

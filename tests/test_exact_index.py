@@ -23,7 +23,7 @@ from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def store(db: Path, tmp_path: Path) -> Iterator[Store]:
 def found(s: Store, query: str) -> list[str]:
     """Relative paths the searcher finds, as the daemon searches."""
     with s.reader() as conn:
-        return [h.relpath for h in searcher.search(conn, compile_query(query), 10, None).hits]
+        return [h.relpath for h in searcher.search(conn, to_plan(query, limit=10)).hits]
 
 
 def prefix_hits(s: Store, expr: str) -> list[str]:

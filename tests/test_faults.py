@@ -26,7 +26,7 @@ from kbindex.daemon.backends.sqlite import store as store_module
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.indexing.textfile import extract_title
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import DaemonError
 
 MakeDaemon = Callable[..., Daemon]
@@ -350,7 +350,7 @@ def test_a_search_during_a_rebuild_sees_the_new_file_complete(
     def search() -> None:
         try:
             with store.reader() as conn:
-                outcome.append(searcher.search(conn, compile_query("walrus", "all"), 10, None))
+                outcome.append(searcher.search(conn, to_plan("walrus", "all")))
         except Exception as exc:
             outcome.append(exc)
 

@@ -12,7 +12,7 @@ from conftest import note
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
 from kbindex.daemon.index.interface import Hit, SearchResult
 from kbindex.daemon.searching import hybrid
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic.matrix import Matrix
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)
@@ -30,9 +30,7 @@ def vector(cosine: float) -> np.ndarray:
 def result(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> SearchResult:
     return hybrid.search(
         store,
-        compile_query(query),
-        10,
-        None,
+        to_plan(query),
         lambda k, allowed, named, floor: matrix.search(QUERY, k, allowed, named, floor),
         words=words,
     )

@@ -16,11 +16,11 @@ from kbindex.daemon.searching.passages import (
     best_passage,
     head,
 )
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 
 
 def passage(body: str, query: str) -> tuple[str, int] | None:
-    return best_passage(body, compile_query(query).terms)
+    return best_passage(body, to_plan(query).needles)
 
 
 def test_the_line_with_most_distinct_words_wins_over_the_first() -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from conftest import note
 from kbindex.daemon.backends.sqlite import prefixes, searcher
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.index.plan import Filters, PathFilter
+from kbindex.daemon.searching.query import to_plan
 
 
 def add(store: Store, **docs: str) -> None:
@@ -21,7 +22,7 @@ def add(store: Store, **docs: str) -> None:
 def found(store: Store, query: str, mode: str = "auto", limit: int = 100) -> list[str]:
     """Relative paths, best first."""
     with store.reader() as conn:
-        result = searcher.search(conn, compile_query(query, mode), limit, None)
+        result = searcher.search(conn, to_plan(query, mode, limit=limit))
     return [hit.relpath for hit in result.hits]
 
 
@@ -65,7 +66,7 @@ def test_a_prefix_of_more_words_than_it_expands_to_still_finds_them_all(store: S
     assert len(found(store, "zq*")) == many
     assert sorted(found(store, "zq07*")) == ["n70.md", "n71.md", "n72.md", "n73.md"]
     with store.reader() as conn:
-        result = searcher.search(conn, compile_query("zq*"), 10, None)
+        result = searcher.search(conn, to_plan("zq*", limit=10))
     assert result.total == many and len(result.hits) == 10
 
 
@@ -73,7 +74,7 @@ def test_a_prefix_no_word_starts_with_matches_nothing_and_falls_back(store: Stor
     add(store, a="alpha beta", b="beta gamma")
     assert found(store, "qqqq*") == []
     with store.reader() as conn:
-        result = searcher.search(conn, compile_query("alpha qqqq*"), 10, None)
+        result = searcher.search(conn, to_plan("alpha qqqq*", limit=10))
     assert result.mode == "any" and [h.relpath for h in result.hits] == ["a.md"]
 
 
@@ -87,8 +88,10 @@ def test_a_prefix_counts_only_its_own_words_beyond_the_first_page(store: Store) 
         **{f"cosmos{i}": "the universe universe universe" for i in range(5)},
     )
     with store.reader() as conn:
-        result = searcher.search(conn, compile_query("universi*"), 10, None)
-        filtered = searcher.search(conn, compile_query("universi*"), 10, "campus0*")
+        result = searcher.search(conn, to_plan("universi*", limit=10))
+        filtered = searcher.search(
+            conn, to_plan("universi*", filters=Filters(PathFilter.parse("campus0*")))
+        )
     assert result.total == 12 and len(result.hits) == 10
     assert all(hit.relpath.startswith("campus") for hit in result.hits)
     assert filtered.total == 10 and {h.relpath for h in filtered.hits} == {
@@ -107,9 +110,9 @@ def test_a_prefix_is_counted_while_ranked_in_both_forms_of_the_ranking(store: St
     )
     with store.reader() as conn:
         for query, total in (("spin_lock_irq*", 14), ("spin_lock_nothing*", 0)):
-            compiled = compile_query(query)
-            result = searcher.search(conn, compiled, 10, None)
-            ids, ranked_total, _ = searcher.rank(conn, compiled, 10, None)
+            plan = to_plan(query)
+            result = searcher.search(conn, plan)
+            ids, ranked_total, _ = searcher.rank(conn, plan)
             assert result.total == ranked_total == total
             assert len(result.hits) == len(ids) == min(total, 10)
             assert [h.score for h in result.hits] == [round(s, 4) for _, s in ids]

@@ -23,7 +23,7 @@ from kbindex.daemon.indexing import documents, tokens
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 
 SYLLABLES = [
     "zor",
@@ -329,7 +329,7 @@ CJK = st.text(alphabet="東京都にすんでいま서울ภาษาไทย�
 )
 def test_no_mixed_input_raises(tables: sqlite.Connection, pieces: list[str], mode: str) -> None:
     """Identifiers, CJK, Thai and operator soup together still compile to valid FTS5."""
-    searcher.search(tables, compile_query(" ".join(pieces), mode), 1, None)
+    searcher.search(tables, to_plan(" ".join(pieces), mode, limit=1))
 
 
 def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite import searcher
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.searching.query import BadQuery, compile_query
+from kbindex.daemon.searching.query import BadQuery, to_plan
 
 
 def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Store) -> None:
@@ -16,10 +16,10 @@ def test_a_search_leaves_no_read_transaction_open_even_when_it_fails(store: Stor
     # keep the writer's log from ever being copied back (it would grow without end).
     store.apply([note("a.md", "alpha beta gamma delta")], [])
     with store.reader() as conn:
-        searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+        searcher.search(conn, to_plan("alpha beta gamma delta", "any", limit=10))
         assert not conn.in_transaction
         with pytest.raises(BadQuery):
-            searcher.search(conn, compile_query("alpha AND AND", "raw"), 10, None)
+            searcher.search(conn, to_plan("alpha AND AND", "raw", limit=10))
         assert not conn.in_transaction
 
 
@@ -32,8 +32,8 @@ def test_a_search_past_its_deadline_fails_clearly_and_leaves_its_connection_usab
     with store.reader() as conn:
         monkeypatch.setattr(searcher, "QUERY_DEADLINE_SECONDS", 0.0)
         with pytest.raises(BadQuery, match="took too long"):
-            searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+            searcher.search(conn, to_plan("alpha beta gamma delta", "any", limit=10))
         assert not conn.in_transaction
         monkeypatch.undo()
-        result = searcher.search(conn, compile_query("alpha beta gamma delta", "any"), 10, None)
+        result = searcher.search(conn, to_plan("alpha beta gamma delta", "any", limit=10))
         assert result.total == 2000

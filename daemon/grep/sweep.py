@@ -35,7 +35,6 @@ from typing import Final
 
 import anyio
 from kbindex.daemon.backends.sqlite.candidates import Candidates, order
-from kbindex.daemon.backends.sqlite.searcher import path_filter
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.grep.grepper import (
     DEADLINE_SECONDS,
@@ -46,6 +45,7 @@ from kbindex.daemon.grep.grepper import (
     check_pattern,
     task_group,
 )
+from kbindex.daemon.index.plan import PathFilter
 from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
 from kbindex.daemon.indexing.textfile import real_path
 
@@ -76,7 +76,7 @@ def walks(roots: Sequence[str], raw_filter: str | None) -> list[str]:
     """The directories a walk covering every candidate of a grep within ``raw_filter``
     starts from: the roots, or the directory the filter names in them; none (name the
     files) for a glob, or for a path that is a file or goes through a symlink."""
-    parsed = path_filter(raw_filter)
+    parsed = PathFilter.parse(raw_filter)
     if parsed is None:
         return list(roots)
     if parsed.glob:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
+from kbindex.daemon.index.plan import Plan
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.scanner import Seen, Stamp
 from kbindex.daemon.indexing.textfile import Loaded, Skipped
@@ -25,7 +26,6 @@ from kbindex.daemon.indexing.textfile import Loaded, Skipped
 if TYPE_CHECKING:
     from kbindex.daemon.backends.sqlite.candidates import Candidates
     from kbindex.daemon.grep import phrases, trigrams
-    from kbindex.daemon.searching.query import Compiled
 
 Failure = Literal["damaged", "unwritable", "unavailable"]
 """``damaged``: the index's data is broken; rebuild it from the files. ``unwritable``:
@@ -219,10 +219,11 @@ class Index(Protocol):
 
     # ---------------------------------------------------------------- reads
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult: ...
-    def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
-    ) -> tuple[list[tuple[int, float]], int, str]:
+    def search(self, plan: Plan) -> SearchResult:
+        """The best ``plan.limit`` documents of ``plan``, within its filters."""
+        ...
+
+    def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         """``search`` as (document id, score) pairs, the total and the mode."""
         ...
 

@@ -26,14 +26,14 @@ the passage that matched, and its ``line`` is that passage's.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 from kbindex.daemon.index.interface import Hit, Index, SearchResult
+from kbindex.daemon.index.plan import PathFilter, Plan
 from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking
 
 CANDIDATES: Final = 100
@@ -56,21 +56,20 @@ class _Candidate:
 
 def search(
     index: Index,
-    compiled: Compiled,
-    limit: int,
-    path_filter: str | None,
+    plan: Plan,
     nearest: Nearest,
     *,
     words: bool,
 ) -> SearchResult:
     """Hybrid (``words``) or semantic search, on a reader thread."""
-    allowed = _allowed(index, path_filter)
+    allowed = _allowed(index, plan.filters.path)
+    limit = plan.limit
     wanted = max(limit, CANDIDATES)
     if not words:
         ranking = nearest(wanted, allowed, (), FLOOR)
         found = [_Candidate(p.file_id, p.score, False, p) for p in ranking.nearest[:limit]]
-        return SearchResult(_hits(index, found, compiled.terms), ranking.above, "semantic")
-    ranked, total, _ = index.rank(compiled, wanted, path_filter)
+        return SearchResult(_hits(index, found, plan.needles), ranking.above, "semantic")
+    ranked, total, _ = index.rank(replace(plan, limit=wanted))
     ranking = nearest(wanted, allowed, [i for i, _ in ranked], FLOOR)
     by_meaning = {p.file_id: p for p in ranking.nearest} | ranking.named
     similarity = {i: p.score for i, p in by_meaning.items()}
@@ -81,7 +80,7 @@ def search(
     # Matches by words or by meaning, each once. Beyond the listed word hits a file that
     # matches both ways may count twice: only when more than CANDIDATES match by words.
     meaning_only = ranking.above - sum(1 for i in lexical if similarity.get(i, -1.0) >= FLOOR)
-    return SearchResult(_hits(index, fused, compiled.terms), total + meaning_only, "hybrid")
+    return SearchResult(_hits(index, fused, plan.needles), total + meaning_only, "hybrid")
 
 
 def fuse(
@@ -105,12 +104,12 @@ def fuse(
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | None:
+def _allowed(index: Index, path: PathFilter | None) -> npt.NDArray[np.int64] | None:
     """The ids of the indexed files a path filter keeps (None: no filter). Applied
     before the vector ranking is cut, never after (that would return false empties)."""
-    if not path_filter:
+    if path is None:
         return None
-    return np.array(index.allowed(path_filter), dtype=np.int64)
+    return np.array(index.allowed(path.typed), dtype=np.int64)
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:

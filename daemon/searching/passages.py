@@ -7,7 +7,7 @@ stopped after ``MAX_LINES`` matching lines, is bounded whatever the file size, a
 also places snippets for what ``snippet()`` cannot see (a camelCase part, a CJK word
 inside a run, a match only in the file name).
 
-Needles are the query's words, lower-cased (``Compiled.terms``); one ending in ``*``
+Needles are the query's words, lower-cased (``Plan.needles``); one ending in ``*``
 is a prefix term. A needle marks only whole words of the text, where the search
 matched them: an occurrence must begin a word (or a camelCase part: ``Http`` in
 ``parseHttpRequest``), and the rest of its word must leave the stem unchanged, as

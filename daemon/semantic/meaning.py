@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Final
 
 from kbindex.daemon.index.interface import Index, SearchResult
+from kbindex.daemon.index.plan import Plan
 from kbindex.daemon.searching import hybrid
-from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
+from kbindex.daemon.searching.query import MODES, BadQuery
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import NOT_INSTALLED
 from kbindex.proto.messages import SemanticStatus
@@ -69,10 +70,8 @@ class Meaning:
     def search(
         self,
         index: Index,
-        compiled: Compiled,
+        plan: Plan,
         text: str,
-        limit: int,
-        path_filter: str | None,
         mode: str,
     ) -> tuple[SearchResult, list[str]]:
         """A ``hybrid`` or ``semantic`` search (``plan`` said so), on a reader thread,
@@ -83,9 +82,7 @@ class Meaning:
         query = self.embedder.encoder.embed_query(text)
         result = hybrid.search(
             index,
-            compiled,
-            limit,
-            path_filter,
+            plan,
             lambda k, allowed, named, floor: matrix.search(query, k, allowed, named, floor),
             words=mode == "hybrid",
         )

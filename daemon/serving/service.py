@@ -13,6 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from contextlib import suppress
+from dataclasses import replace
 from functools import partial
 from typing import Final, TypeVar
 
@@ -25,13 +26,14 @@ from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.plan import Filters, PathFilter
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
 from kbindex.daemon.searching.explanation import FileState, explain
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
@@ -295,14 +297,15 @@ class Service:
     async def search(self, request: Search) -> SearchReply:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
-        compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
+        plan = to_plan(request.query, "auto" if mode in BY_MEANING else mode, limit=limit)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
+            filtered = replace(plan, filters=Filters(path=PathFilter.parse(path)))
             if mode in BY_MEANING:
                 return await self._read(
-                    self.meaning.search, self.index, compiled, request.query, limit, path, mode
+                    self.meaning.search, self.index, filtered, request.query, mode
                 )
-            return await self._read(self.index.search, compiled, limit, path), []
+            return await self._read(self.index.search, filtered), []
 
         (result, waiting), scoped = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)

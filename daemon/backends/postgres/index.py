@@ -47,7 +47,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
     from kbindex.daemon.grep import phrases, trigrams
-    from kbindex.daemon.searching.query import Compiled
+    from kbindex.daemon.index.plan import Plan
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -320,14 +320,12 @@ class PgIndex:
         with self._readers.connection() as conn:
             return fn(conn, *args)
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
-        return self._read(reads.search_result, compiled, limit, path_filter, self._stats())
+    def search(self, plan: Plan) -> SearchResult:
+        return self._read(reads.search_result, plan, self._stats())
 
-    def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
-    ) -> tuple[list[tuple[int, float]], int, str]:
+    def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True, corpus)
+        rows, total, mode = self._read(reads.search, plan, True, corpus)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
 import psycopg
-from kbindex.daemon.backends.postgres import tsquery
+from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.backends.sqlite.candidates import PENDING_PATHS, Candidates, TooSlow
-from kbindex.daemon.backends.sqlite.searcher import path_filter
 from kbindex.daemon.grep import trigrams
 from kbindex.daemon.index.interface import Counts, Embeddable, File, Hit, SearchResult, Stored
+from kbindex.daemon.index.plan import PathFilter, Plan
 from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import BadQuery, Compiled
+from kbindex.daemon.searching.query import BadQuery
 
 K1: Final = 1.2
 B: Final = 0.75
@@ -45,8 +45,12 @@ _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine
 
 
 def path_condition(raw_filter: str | None) -> tuple[str, list[object]]:
-    """As ``searcher.path_condition``, with a glob as a POSIX regular expression."""
-    parsed = path_filter(raw_filter)
+    """``path_sql`` of a path filter as typed."""
+    return path_sql(PathFilter.parse(raw_filter))
+
+
+def path_sql(parsed: PathFilter | None) -> tuple[str, list[object]]:
+    """As SQLite's ``searcher.path_sql``, with a glob as a POSIX regular expression."""
     if parsed is None:
         return "true", []
     column = "f.path" if parsed.absolute else "f.relpath"
@@ -83,21 +87,20 @@ def stats(conn: Connection) -> Stats:
 
 def search(
     conn: Connection,
-    compiled: Compiled,
-    limit: int,
-    path_filter: str | None,
+    plan: Plan,
     ids_only: bool,
     corpus: Stats,
 ) -> tuple[list[Any], int, str]:
-    plan = tsquery.plan(compiled)
-    if plan.main is None:
-        return [], 0, plan.mode
+    query = render.query(plan)
+    if query.main is None:
+        return [], 0, query.mode
+    limit, path = plan.limit, plan.filters.path
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            rows = _ranked(conn, plan.main, limit, path_filter, ids_only, corpus)
-            mode = plan.mode
-            if not rows and plan.fallback is not None:
-                rows = _ranked(conn, plan.fallback, limit, path_filter, ids_only, corpus)
+            rows = _ranked(conn, query.main, limit, path, ids_only, corpus)
+            mode = query.mode
+            if not rows and query.fallback is not None:
+                rows = _ranked(conn, query.fallback, limit, path, ids_only, corpus)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -107,17 +110,17 @@ def search(
 
 def _ranked(
     conn: Connection,
-    expr: tsquery.Expr,
+    expr: render.Expr,
     limit: int,
-    path_filter: str | None,
+    path_filter: PathFilter | None,
     ids_only: bool,
     corpus: Stats,
 ) -> list[Any]:
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
-    found = tsquery.condition(expr)
-    cond, path_params = path_condition(path_filter)
+    found = render.condition(expr)
+    cond, path_params = path_sql(path_filter)
     # Every document has its files row: joined only to filter by path.
     joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
     matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
@@ -233,11 +236,9 @@ def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     return found
 
 
-def search_result(
-    conn: Connection, compiled: Compiled, limit: int, path: str | None, corpus: Stats
-) -> SearchResult:
-    rows, total, mode = search(conn, compiled, limit, path, False, corpus)
-    return SearchResult(hits(rows, compiled.terms), total, mode)
+def search_result(conn: Connection, plan: Plan, corpus: Stats) -> SearchResult:
+    rows, total, mode = search(conn, plan, False, corpus)
+    return SearchResult(hits(rows, plan.needles), total, mode)
 
 
 def find_files(conn: Connection, glob: str, limit: int) -> tuple[list[File], int]:

@@ -5,7 +5,7 @@ A document's ``words`` are PostgreSQL's ``tsvector``, which keeps at most 255 po
 of a lexeme and none past 16,383: a long document, or one that says "the" a thousand
 times, loses positions there. Such a document is marked ``limited`` (``kb_limited``);
 its text is written again as segments (``kb_segments``), where every position is exact,
-for phrases to be matched in (``tsquery.condition``); and its frequencies and length,
+for phrases to be matched in (``render.condition``); and its frequencies and length,
 which bm25 reads from the postings, are counted from the segments, in full.
 """
 

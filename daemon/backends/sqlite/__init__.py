@@ -2,7 +2,8 @@
 
 ``index`` is the backend (``SqliteIndex``); ``schema`` holds the tables, ``store`` the
 writer connection and the move-aside of a damaged file, ``readers`` the pool of search
-connections, ``checkpointer`` copies the log back beside the writer; ``searcher`` ranks
-with bm25 (``prefixes``, ``frequency`` and ``essential`` shape the FTS5 query),
+connections, ``checkpointer`` copies the log back beside the writer; ``render`` writes a
+query plan as FTS5 MATCH pieces, ``searcher`` ranks with bm25 (``prefixes``,
+``frequency`` and ``essential`` shape the FTS5 query),
 ``candidates`` finds the files a grep may match.
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.frequency import Held
-from kbindex.daemon.searching.query import Expr, has_prefix, join, render
+from kbindex.daemon.backends.sqlite.render import Expr, has_prefix, join, render
 
 K1: Final = 1.2
 """FTS5's bm25 constant k1 (``fts5_aux.c``); ``b`` does not enter the bound."""

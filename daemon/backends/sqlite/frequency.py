@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, has_prefix, render
 from kbindex.daemon.indexing.documents import STEMMED
-from kbindex.daemon.searching.query import Alternatives, Expr, has_prefix, render
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""

@@ -29,7 +29,7 @@ from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
     from kbindex.daemon.grep import phrases, trigrams
-    from kbindex.daemon.searching.query import Compiled
+    from kbindex.daemon.index.plan import Plan
 
 
 class SqliteIndex(Store):
@@ -48,16 +48,14 @@ class SqliteIndex(Store):
     def describe(self) -> Described:
         return Described("sqlite", f"SQLite {sqlite.sqlite_version} at {self.db_path}")
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
+    def search(self, plan: Plan) -> SearchResult:
         with self.reader() as conn:
-            found = searcher.find(conn, compiled, limit, path_filter)
-        return searcher.shown(found, compiled, self.roots.inside)
+            found = searcher.find(conn, plan)
+        return searcher.shown(found, plan, self.roots.inside)
 
-    def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
-    ) -> tuple[list[tuple[int, float]], int, str]:
+    def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, compiled, limit, path_filter)
+            return searcher.rank(conn, plan)
 
     def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
         with self.reader() as conn:

@@ -15,47 +15,26 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.index.interface import Counts, File, Hit, SearchResult
+from kbindex.daemon.index.plan import PathFilter, Plan
 from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.indexing.textfile import Within, current_text
 from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
+from kbindex.daemon.searching.query import BadQuery
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
 """name (relative path), title, body, subwords, grams: see ``documents.COLUMNS``."""
-_GLOB_CHARS = frozenset("*?[")
-
-
-@dataclass(frozen=True, slots=True)
-class PathFilter:
-    """A path filter taken apart, for each backend to write as its own SQL: a glob
-    (``*`` also crosses ``/``) or a path and anything under it, on the absolute path or
-    the one relative to its root."""
-
-    absolute: bool
-    glob: str = ""
-    stem: str = ""
-
-
-def path_filter(raw_filter: str | None) -> PathFilter | None:
-    """A path filter as typed (``docs/*.md``, ``**/*.py``, ``docs/``, ``/abs/dir``), or
-    None when it filters nothing."""
-    if not raw_filter:
-        return None
-    raw = raw_filter.strip()
-    absolute = raw.startswith("/")
-    if not absolute:
-        raw = raw.removeprefix("./")
-    if _GLOB_CHARS & set(raw):
-        return PathFilter(absolute, glob=raw.replace("**/", "*").replace("/**", "/*"))
-    stem = raw.rstrip("/")
-    return PathFilter(absolute, stem=stem) if stem else None
 
 
 def path_condition(raw_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:
-    """SQL condition for a path filter (``path_filter``) on the files table ``prefix``."""
-    parsed = path_filter(raw_filter)
+    """SQL condition for a path filter as typed, on the files table ``prefix``."""
+    return path_sql(PathFilter.parse(raw_filter), prefix)
+
+
+def path_sql(parsed: PathFilter | None, prefix: str = "f") -> tuple[str, list[object]]:
+    """SQL condition for a path filter (``PathFilter``) on the files table ``prefix``."""
     if parsed is None:
         return "1", []
     column = f"{prefix}.path" if parsed.absolute else f"{prefix}.relpath"
@@ -78,82 +57,70 @@ class Deadline:
 
 def search(
     conn: sqlite.Connection,
-    compiled: Compiled,
-    limit: int,
-    path_filter: str | None,
+    plan: Plan,
     weights: tuple[float, ...] = BM25_WEIGHTS,
     within: Within = lambda _path: False,
 ) -> SearchResult:
     """``find`` and ``shown`` in one; the snippets come from the files ``within``
     admits (none by default)."""
-    return shown(find(conn, compiled, limit, path_filter, weights), compiled, within)
+    return shown(find(conn, plan, weights), plan, within)
 
 
 Found = tuple[list[Any], int, str]
 """What ``find`` found: the best rows, how many documents match, and the mode."""
 
 
-def find(
-    conn: sqlite.Connection,
-    compiled: Compiled,
-    limit: int,
-    path_filter: str | None,
-    weights: tuple[float, ...] = BM25_WEIGHTS,
-) -> Found:
+def find(conn: sqlite.Connection, plan: Plan, weights: tuple[float, ...] = BM25_WEIGHTS) -> Found:
     """``search`` up to its snippets, which ``shown`` reads from the files: a caller
     with a pooled connection gives it back in between."""
-    return _in_transaction(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
+    return _in_transaction(conn, match(plan), _Query.of(plan, weights))
 
 
-def shown(found: Found, compiled: Compiled, within: Within) -> SearchResult:
+def shown(found: Found, plan: Plan, within: Within) -> SearchResult:
     """The hits of ``found``, each with its passage from the file as it is now (the
     index keeps no text; a file that cannot be read, or that ``within`` refuses, shows
     none)."""
     rows, total, mode = found
-    return SearchResult(_hits(rows, compiled.terms, within), total, mode)
+    return SearchResult(_hits(rows, plan.needles, within), total, mode)
 
 
-def rank(
-    conn: sqlite.Connection, compiled: Compiled, limit: int, path_filter: str | None
-) -> tuple[list[tuple[int, float]], int, str]:
-    """The best ``limit`` documents' ids with their bm25 score (higher is better), how
-    many match, and the mode that found them: ``search`` without the hits' text, for
-    fusing with another ranking (``hybrid``)."""
-    query = _Query(limit, path_filter, compiled.terms, BM25_WEIGHTS, ids_only=True)
-    rows, total, mode = _in_transaction(conn, compiled, query)
+def rank(conn: sqlite.Connection, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
+    """The best ``plan.limit`` documents' ids with their bm25 score (higher is better),
+    how many match, and the mode that found them: ``search`` without the hits' text,
+    for fusing with another ranking (``hybrid``)."""
+    query = _Query.of(plan, BM25_WEIGHTS, ids_only=True)
+    rows, total, mode = _in_transaction(conn, match(plan), query)
     return [(int(i), -float(score)) for i, score in rows], total, mode
 
 
 def _in_transaction(
-    conn: sqlite.Connection, compiled: Compiled, query: _Query
+    conn: sqlite.Connection, matched: Match, query: _Query
 ) -> tuple[list[Any], int, str]:
-    if compiled.match is None:
-        return [], 0, compiled.mode
+    if matched.expr is None:
+        return [], 0, matched.mode
     # One read transaction: the counts and the ranking see the same documents, however
     # the writer moves on meanwhile.
     conn.execute("BEGIN")
     try:
         Deadline(conn, QUERY_DEADLINE_SECONDS)
-        return _search(conn, compiled, query)
+        return _search(conn, matched, query)
     finally:
         conn.set_progress_handler(None, 0)  # the deadline is the search's, not the ROLLBACK's
         conn.execute("ROLLBACK")
 
 
-def _search(
-    conn: sqlite.Connection, compiled: Compiled, query: _Query
-) -> tuple[list[Any], int, str]:
-    assert compiled.match is not None
-    excluded = compiled.excluded_prefixes
-    alternatives = compiled.alternatives
-    if compiled.mode == "any" and alternatives is not None:
+def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[list[Any], int, str]:
+    assert matched.expr is not None
+    excluded = matched.excluded_prefixes
+    alternatives = matched.alternatives
+    if matched.mode == "any" and alternatives is not None:
         rows, total = query.run_any(conn, alternatives, excluded)
         return rows, total, "any"
-    rows, total = query.run(conn, compiled.match, compiled.required_prefixes, excluded)
+    rows, total = query.run(conn, matched.expr, matched.required_prefixes, excluded)
     if total == 0 and alternatives is not None:  # the fallback of ``all`` mode
         rows, total = query.run_any(conn, alternatives, excluded)
         return rows, total, "any"
-    return rows, total, compiled.mode
+    return rows, total, matched.mode
 
 
 def _hits(rows: list[Any], needles: tuple[str, ...], within: Within) -> list[Hit]:
@@ -169,11 +136,14 @@ def _hits(rows: list[Any], needles: tuple[str, ...], within: Within) -> list[Hit
 @dataclass(frozen=True, slots=True)
 class _Query:
     limit: int
-    path_filter: str | None
-    needles: tuple[str, ...]
+    path_filter: PathFilter | None
     weights: tuple[float, ...]
     ids_only: bool = False
     """Rows of (rowid, bm25) only: no files row, no text."""
+
+    @staticmethod
+    def of(plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False) -> _Query:
+        return _Query(plan.limit, plan.filters.path, weights, ids_only)
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -210,7 +180,7 @@ class _Query:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
         ``split``: the documents of its essential items ranked first (``essential``)."""
-        cond, params = path_condition(self.path_filter)
+        cond, params = path_sql(self.path_filter)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
             # The files row is joined only for a path filter: every document has one,
