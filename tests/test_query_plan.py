@@ -81,35 +81,25 @@ def _pointless(old: Any) -> bool:
     return bool(old.match == OLD_QUERY.grouped(alternatives.expression(), ""))
 
 
+def _alternatives(alternatives: Any) -> Any:
+    if alternatives is None:
+        return None
+    return tuple(_expr(i) for i in alternatives.items), alternatives.exclusions
+
+
 def _sqlite_old(query: str, mode: str) -> Any:
     old = OLD_QUERY.compile_query(query, mode)
     alternatives = None if _pointless(old) else old.alternatives
-    return (
-        _expr(old.match),
-        old.mode,
-        old.required_prefixes,
-        old.excluded_prefixes,
-        None
-        if alternatives is None
-        else (tuple(_expr(i) for i in alternatives.items), alternatives.exclusions),
-        old.terms,
-    )
+    required, excluded = old.required_prefixes, old.excluded_prefixes
+    return _expr(old.match), old.mode, required, excluded, _alternatives(alternatives), old.terms
 
 
 def _sqlite_new(query: str, mode: str) -> Any:
     plan = to_plan(query, mode)
     new = fts5.match(plan)
-    alternatives = new.alternatives
-    return (
-        _expr(new.expr),
-        new.mode,
-        new.required_prefixes,
-        new.excluded_prefixes,
-        None
-        if alternatives is None
-        else (tuple(_expr(i) for i in alternatives.items), alternatives.exclusions),
-        plan.needles,
-    )
+    required, excluded = new.required_prefixes, new.excluded_prefixes
+    alternatives = _alternatives(new.alternatives)
+    return _expr(new.expr), new.mode, required, excluded, alternatives, plan.needles
 
 
 def _tsquery(expr: Any, condition: Any) -> Any:
