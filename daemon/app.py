@@ -34,6 +34,7 @@ from kbindex.daemon import heap
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
+from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, IndexRefused
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
@@ -51,7 +52,7 @@ from kbindex.daemon.serving.instance import (
     UnsafeDirectory,
     UnsafeStateDirectory,
 )
-from kbindex.daemon.serving.notify import Notifier, watchdog_loop
+from kbindex.daemon.serving.notify import Notifier, status_loop, watchdog_loop
 from kbindex.daemon.serving.refusal import wait_for_configuration
 from kbindex.daemon.serving.server import Server
 from kbindex.daemon.serving.service import READERS, Service
@@ -63,7 +64,6 @@ from kbindex.daemon.watching.watcher import Watcher
 log = logging.getLogger("kbindexd")
 
 DRAIN_SECONDS: Final = 5.0
-STATUS_RECOUNT_SECONDS: Final = 30.0
 INDEX_ERROR_RETRY_SECONDS: Final = 5.0
 """How soon a scan retries after a write to the index failed (disk full)."""
 INDEX_ERROR_RETRY_MAX_SECONDS: Final = 60.0
@@ -119,10 +119,19 @@ async def _serve(
         exclude_globs=settings.exclude_globs,
         root_options=[settings.options_for(r) for r in roots.paths],
     )
-    health = Health()
-    indexer = Indexer(index, roots, rules, health, settings.max_file_bytes)
     changes = Changes()
-    health.depth = changes.depth
+    health = Health(depth=changes.depth)
+    commits = Commits()
+    recovery = Recovery(health)
+    indexer = Indexer(
+        index,
+        roots,
+        rules,
+        health,
+        settings.max_file_bytes,
+        commits=commits,
+        on_damage=recovery.damaged,
+    )
     watcher = Watcher(
         [(str(r), settings.watch_mode(r)) for r in roots.paths],
         rules,
@@ -133,10 +142,8 @@ async def _serve(
     control = Control(
         settings, roots, indexer, health, changes, watcher, reread=reread, notifier=notifier
     )
-    meaning = _meaning(control, index, health)
+    meaning = _meaning(control, index, commits, health)
     async with anyio.create_task_group() as tg:
-        recovery = Recovery(indexer, health, tg)
-        indexer.on_damage = recovery.damaged
         service = Service(
             control,
             index,
@@ -159,7 +166,8 @@ async def _serve(
         # Ready once the socket is served: search works while the first scan runs.
         notifier.ready(f"serving {len(roots.paths)} root(s); first scan running")
         tg.start_soon(watchdog_loop, notifier)
-        tg.start_soon(_report_status, notifier, health, index)
+        tg.start_soon(recovery.run, indexer)
+        tg.start_soon(status_loop, notifier, health, index, commits)
         log.info(
             "serving %s on %s (index %s)",
             ", ".join(str(r) for r in roots.paths),
@@ -195,7 +203,7 @@ def _index(settings: Settings, roots: Roots) -> Index:
     return SqliteIndex(settings.db_path, roots)
 
 
-def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning:
+def _meaning(control: Control, index: Index, commits: Commits, health: Health) -> semantic.Meaning:
     """Search by meaning, when its extra is installed: it waits for the setting to be on
     and for the first scan before it loads anything."""
 
@@ -210,7 +218,7 @@ def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning
         return settings.embeds(Path(root)) and size <= settings.semantic_max_file_mb * (1 << 20)
 
     vectors = VectorFile(control.settings.state_dir / "vectors.sqlite3")
-    embedder = Embedder(index, Encoder(), vectors, health, eligible, enabled)
+    embedder = Embedder(index, commits, Encoder(), vectors, health, eligible, enabled)
     return semantic.Meaning(embedder, enabled)
 
 
@@ -273,37 +281,6 @@ async def _shutdown(tg: anyio.abc.TaskGroup, server: Server) -> None:
             DRAIN_SECONDS,
         )
     tg.cancel_scope.cancel()
-
-
-async def _report_status(notifier: Notifier, health: Health, index: Index) -> None:
-    """systemd STATUS= lines: progress while indexing, the file count when idle
-    (recounted after every scan and every STATUS_RECOUNT_SECONDS)."""
-    if not notifier.enabled:
-        return
-    last = ""
-    counted_scan: float | None = None
-    recount_at = 0.0
-    while True:
-        progress = health.progress
-        now = anyio.current_time()
-        text = last
-        if progress is not None:
-            text = f"{progress.phase} {progress.done:,}/{progress.total:,} files"
-        elif health.last_scan_at is None:
-            text = "first scan starting"
-        elif health.last_scan_at != counted_scan or now >= recount_at:
-            try:
-                files = await anyio.to_thread.run_sync(index.indexed_count)
-            except Exception as exc:
-                if index.failure(exc) is None:
-                    raise
-                files = None  # damaged, rebuilt or unreachable: status says which
-            text = f"idle, {files:,} files" if files is not None else "idle"
-            counted_scan, recount_at = health.last_scan_at, now + STATUS_RECOUNT_SECONDS
-        if text != last:
-            notifier.status(text)
-            last = text
-        await anyio.sleep(0.5)
 
 
 def _configure_logging(level: str) -> None:

@@ -1,18 +1,22 @@
 """What the daemon knows about its own state, for ``status`` and search freshness.
 
-One mutable object owned by the composition root and updated by the indexer and the
-watcher: status is always computed from live facts on request, never from a file. The
-types here are the daemon's own; ``replies`` turns them into protocol messages, so a
-change to the protocol stops at the edge.
+One object owns it: the indexer, the watcher (also from its observer threads), the
+reconciler, the recovery and the control tell it what happened with
+``Health.record(event)``, one of the event types below, and it changes its own fields
+under a lock; everyone else reads them (values, or snapshots that do not change). Status
+is always computed from live facts on request, never from a file. The types here are
+the daemon's own; ``replies`` turns them into protocol messages, so a change to the
+protocol stops at the edge.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass, replace
+from typing import Any, Final, assert_never
 
 RECENT_ERRORS = 20
 LAG_WINDOW_SECONDS: Final = 300.0
@@ -102,14 +106,14 @@ class Lag:
     samples: int
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class RootHealth:
     state: str = "ok"
     """From the last reconcile: ``ok`` or ``missing``."""
     detail: str = ""
     last_scan_at: float | None = None
     watch: str = ""
-    """Set by the watcher: ``live``, ``polling``, ``degraded``, ``error`` or ``off``."""
+    """From the watcher: ``live``, ``polling``, ``degraded``, ``error`` or ``off``."""
     watch_detail: str = ""
     poll_seconds: float | None = None
     last_event_at: float | None = None
@@ -126,58 +130,258 @@ class RootHealth:
         return self.detail if self.state != "ok" else self.watch_detail
 
 
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """The refresh under way ended, whatever its scope (``Progress`` says one runs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """A scan of every root ended."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Walked:
+    """A whole root was walked by a refresh."""
+
+    root: str
+    missing: bool
+    ignored: Ignored
+
+
+@dataclass(frozen=True, slots=True)
+class RootReconciled:
+    root: str
+    reconciled: Reconciled
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """Files read from disk and index entries moved by a write."""
+
+    read: int = 0
+    moved: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Writes:
+    """Whether writes to the index work: ``error`` says why the last one failed ("":
+    they work)."""
+
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """How the watcher watches a root now."""
+
+    root: str
+    state: str
+    detail: str
+    poll_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Polled:
+    """A polled root was rescanned; the next poll comes after ``seconds``."""
+
+    root: str
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FileEvent:
+    """A change under a root was queued (from an observer thread)."""
+
+    root: str
+
+
+@dataclass(frozen=True, slots=True)
+class Applying:
+    """Changes taken from the watcher's queue and not in the index yet (0: none)."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """Changes became searchable ``lag`` seconds after the first of them happened."""
+
+    lag: float
+
+
+@dataclass(frozen=True, slots=True)
+class RootRemoved:
+    root: str
+
+
+Event = (
+    Progress
+    | Idle
+    | Scanned
+    | Problem
+    | Walked
+    | RootReconciled
+    | Counted
+    | Writes
+    | Watched
+    | Polled
+    | FileEvent
+    | Applying
+    | Applied
+    | RootRemoved
+)
+
+
 def _nothing_pending() -> int:
     return 0
 
 
-@dataclass
 class Health:
-    started_at: float = field(default_factory=time.time)
-    last_scan_at: float | None = None
-    last_scan_seconds: float | None = None
-    progress: Progress | None = None
-    errors_encountered: int = 0
-    recent_errors: deque[Problem] = field(default_factory=lambda: deque(maxlen=RECENT_ERRORS))
-    roots: dict[str, RootHealth] = field(default_factory=dict)
-    files_read: int = 0
-    files_moved: int = 0
-    last_event_at: float | None = None
-    last_lag: float | None = None
-    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=4096))
-    """(monotonic time indexed, seconds since the event), newest last."""
-    depth: Callable[[], int] = _nothing_pending
-    """How many changes wait in the watcher's queue (set by the composition root)."""
-    applying: int = 0
-    """Changes taken from the queue and not yet in the index."""
-    index_error: str = ""
-    """Why the last write to the index failed (disk full, I/O error); "" once one works."""
+    def __init__(self, depth: Callable[[], int] = _nothing_pending) -> None:
+        """``depth``: how many changes wait in the watcher's queue."""
+        self._lock = threading.Lock()
+        self._depth = depth
+        self._started_at = time.time()
+        self._last_scan_at: float | None = None
+        self._last_scan_seconds: float | None = None
+        self._progress: Progress | None = None
+        self._errors = 0
+        self._recent_errors: deque[Problem] = deque(maxlen=RECENT_ERRORS)
+        self._roots: dict[str, RootHealth] = {}
+        self._files_read = 0
+        self._files_moved = 0
+        self._last_event_at: float | None = None
+        self._last_lag: float | None = None
+        self._lags: deque[tuple[float, float]] = deque(maxlen=4096)
+        """(monotonic time indexed, seconds since the event), newest last."""
+        self._applying = 0
+        self._index_error = ""
+
+    def record(self, event: Event) -> None:
+        """What happened, from any thread."""
+        with self._lock:
+            self._record(event)
+
+    def _record(self, event: Event) -> None:
+        match event:
+            case Progress():
+                self._progress = event
+            case Idle():
+                self._progress = None
+            case Scanned(seconds):
+                self._last_scan_at, self._last_scan_seconds = time.time(), seconds
+            case Problem():
+                self._errors += 1
+                self._recent_errors.appendleft(event)
+            case Walked(root, missing, ignored):
+                self._change(
+                    root,
+                    state="missing" if missing else "ok",
+                    detail="root directory does not exist" if missing else "",
+                    last_scan_at=time.time(),
+                    ignored=ignored,
+                )
+            case RootReconciled(root, reconciled):
+                self._change(root, last_reconcile=reconciled)
+            case Counted(read, moved):
+                self._files_read += read
+                self._files_moved += moved
+            case Writes(error):
+                self._index_error = error
+            case Watched(root, state, detail, poll):
+                self._change(root, watch=state, watch_detail=detail, poll_seconds=poll)
+            case Polled(root, seconds):
+                self._change(root, poll_seconds=seconds)
+            case FileEvent(root):
+                # Not for a root removed meanwhile (the event was on its way).
+                if root in self._roots:
+                    self._last_event_at = now = time.time()
+                    self._change(root, last_event_at=now)
+            case Applying(count):
+                self._applying = count
+            case Applied(lag):
+                self._last_lag = lag
+                self._lags.append((time.monotonic(), lag))
+            case RootRemoved(root):
+                self._roots.pop(root, None)
+            case _:
+                assert_never(event)
+
+    def _change(self, root: str, **fields: Any) -> None:
+        self._roots[root] = replace(self._roots.get(root, RootHealth()), **fields)
+
+    # ---------------------------------------------------------------- reads
+
+    @property
+    def started_at(self) -> float:
+        return self._started_at
+
+    @property
+    def last_scan_at(self) -> float | None:
+        """When the last scan of every root ended (None before the first one did)."""
+        return self._last_scan_at
+
+    @property
+    def last_scan_seconds(self) -> float | None:
+        return self._last_scan_seconds
+
+    @property
+    def progress(self) -> Progress | None:
+        return self._progress
 
     @property
     def scanning(self) -> bool:
-        return self.progress is not None
+        return self._progress is not None
+
+    @property
+    def errors_encountered(self) -> int:
+        return self._errors
+
+    @property
+    def recent_errors(self) -> tuple[Problem, ...]:
+        with self._lock:
+            return tuple(self._recent_errors)
+
+    @property
+    def files_read(self) -> int:
+        return self._files_read
+
+    @property
+    def files_moved(self) -> int:
+        return self._files_moved
+
+    @property
+    def last_event_at(self) -> float | None:
+        return self._last_event_at
 
     @property
     def pending(self) -> int:
-        return self.depth() + self.applying
+        return self._depth() + self._applying
 
-    def error(self, path: str, reason: str) -> None:
-        self.errors_encountered += 1
-        self.recent_errors.appendleft(Problem(path, reason))
+    @property
+    def index_error(self) -> str:
+        """Why the last write to the index failed (disk full, I/O error); "" once one works."""
+        return self._index_error
 
     def root(self, path: str) -> RootHealth:
-        return self.roots.setdefault(path, RootHealth())
-
-    def record_lag(self, seconds: float) -> None:
-        self.last_lag = seconds
-        self.lags.append((time.monotonic(), seconds))
+        return self._roots.get(path) or RootHealth()
 
     def lag(self) -> Lag:
         horizon = time.monotonic() - LAG_WINDOW_SECONDS
-        recent = [lag for at, lag in self.lags if at >= horizon]
-        return Lag(_round(self.last_lag), _round(max(recent)) if recent else None, len(recent))
+        with self._lock:
+            recent = [lag for at, lag in self._lags if at >= horizon]
+            last = self._last_lag
+        return Lag(_round(last), _round(max(recent)) if recent else None, len(recent))
 
     def watch_state(self) -> str:
-        states = [rh.shown_state for rh in self.roots.values()]
+        with self._lock:
+            states = [rh.shown_state for rh in self._roots.values()]
         return max(states, key=lambda s: SEVERITY.get(s, 3), default="")
 
 

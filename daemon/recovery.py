@@ -17,8 +17,7 @@ import logging
 from typing import Final
 
 import anyio
-from anyio.abc import TaskGroup
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import Health, Writes
 from kbindex.daemon.indexing.indexer import Indexer
 
 log = logging.getLogger(__name__)
@@ -34,34 +33,41 @@ class IndexRebuilding(Exception):
 
 
 class Recovery:
-    def __init__(self, indexer: Indexer, health: Health, background: TaskGroup) -> None:
-        self.indexer = indexer
+    """Built before the indexer, which reports damage here; ``run`` rebuilds through it."""
+
+    def __init__(self, health: Health) -> None:
         self.health = health
-        self.background = background
         self.rebuilding = False
+        self._send, self._reasons = anyio.create_memory_object_stream[str](1)
 
     def damaged(self, reason: str) -> None:
         """Start the rebuild, unless one is already under way."""
         if not self.rebuilding:
             self.rebuilding = True
-            self.background.start_soon(self._rebuild, reason)
+            self._send.send_nowait(reason)
 
-    async def _rebuild(self, reason: str) -> None:
+    async def run(self, indexer: Indexer) -> None:
+        """Rebuild with ``indexer`` each time damage is reported, until cancelled."""
+        async with self._reasons:
+            async for reason in self._reasons:
+                await self._rebuild(indexer, reason)
+
+    async def _rebuild(self, indexer: Indexer, reason: str) -> None:
         # Until a new database is open, nothing can be written: retry with backoff
         # (a full disk can make the new file fail too) and say why in status.
         delay = 1.0
         try:
             while True:
                 try:
-                    await self.indexer.rebuild(reason)
+                    await indexer.rebuild(reason)
                     break
                 except Exception as exc:
-                    self.health.index_error = f"cannot rebuild the damaged index: {exc}"
+                    self.health.record(Writes(f"cannot rebuild the damaged index: {exc}"))
                     log.exception("rebuilding the index failed; retrying in %.0f s", delay)
                     await anyio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_SECONDS)
-            self.health.index_error = ""
-            await self.indexer.refresh()
+            self.health.record(Writes())
+            await indexer.refresh()
         except Exception:
             log.exception("refilling the rebuilt index failed; the next scan continues")
         finally:

@@ -8,10 +8,21 @@ import os
 from contextlib import closing
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import Backend, Daemon, MakeDaemon, wait_for, with_writable_root, write
 from kbindex.ctl import render
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.index import SqliteIndex
+from kbindex.daemon.health import Health, Scanned
+from kbindex.daemon.index.commits import Commits
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.semantic import embedder as embedder_module
+from kbindex.daemon.semantic.embedder import Embedder
+from kbindex.daemon.semantic.encoder import Encoder
+from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import NoteReply, SemanticStatus, StatusReply, WriteNote
 from mcp_helpers import mcp_stdio, structured, text
@@ -385,6 +396,51 @@ async def test_a_note_written_a_moment_ago_is_said_to_wait_for_its_meaning(
     shown = d.kbctl("status").stdout
     assert "1 file(s) to embed" in shown
     assert "0.0 passages/s" not in shown
+
+
+async def test_the_embedder_takes_a_new_file_when_its_commit_is_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's own parts in one process: a real index written by a real indexer, the
+    real model. Polling is taken out (an hour between looks, and between passes): only
+    the indexer's announcement can start the pass that embeds the new file; before, the
+    embedder found it only by polling ``Index.writes``."""
+    monkeypatch.setattr(embedder_module, "POLL_SECONDS", 3600.0)
+    monkeypatch.setattr(embedder_module, "PASS_EVERY_SECONDS", 3600.0)
+    root = tmp_path / "root"
+    write(root / "table.md", GRID)
+    roots = Roots([root])
+    index = SqliteIndex(tmp_path / "index.sqlite3", roots)
+    index.open()
+    health, commits = Health(), Commits()
+    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
+    indexer = Indexer(index, roots, rules, health, 1 << 20, commits=commits)
+    vectors = VectorFile(tmp_path / "vectors.sqlite3")
+    embedder = Embedder(index, commits, Encoder(), vectors, health, _anything, _on)
+    try:
+        await indexer.refresh()
+        health.record(Scanned(0.0))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(embedder.run)
+
+            async def embedded(files: int) -> bool:
+                return embedder.files == files and embedder.progress.state == "ready"
+
+            await wait_for(lambda: embedded(1), timeout=60)
+            write(root / "bread.md", BREAD)
+            await indexer.refresh()
+            await wait_for(lambda: embedded(2), timeout=60)
+            tg.cancel_scope.cancel()
+    finally:
+        index.close()
+
+
+def _anything(root: str, size: int) -> bool:
+    return True
+
+
+def _on() -> bool:
+    return True
 
 
 def test_status_says_what_search_by_meaning_is_doing() -> None:

@@ -70,6 +70,38 @@ async def test_ready_status_watchdog_and_stopping(make_daemon: MakeDaemon, sockd
         listener.close()
 
 
+@pytest.mark.slow
+async def test_a_saved_file_is_counted_at_once_in_status_and_the_status_line(
+    make_daemon: MakeDaemon, sockdir: Path
+) -> None:
+    """A file saved after the first scan: once it is searchable, ``kbctl status`` counts
+    it, and so does the line ``systemctl status`` shows, at the indexer's commit. Before,
+    that line was counted again only after a full scan or 30 s later."""
+    listener = NotifyListener(sockdir / "notify")
+    d = make_daemon()
+    write(d.root / "a.md", "first note\n")
+    d.extra_env = {"NOTIFY_SOCKET": str(listener.path)}
+    try:
+        await d.start()
+
+        async def seen(field: str) -> bool:
+            return field in listener.fields()
+
+        await wait_for(lambda: seen("STATUS=idle, 1 files"))
+        write(d.root / "b.md", "second note with a freshword\n")
+        async with d.client() as c:
+
+            async def found() -> bool:
+                return bool((await c.search("freshword")).hits)
+
+            await wait_for(found)
+            assert (await c.status()).indexed_files == 2  # one call: no cache to outwait
+        # Well within the 30 s of the old recount.
+        await wait_for(lambda: seen("STATUS=idle, 2 files"), timeout=10)
+    finally:
+        listener.close()
+
+
 async def _count(fields: list[str], value: str, *, at_least: int) -> bool:
     return fields.count(value) >= at_least
 

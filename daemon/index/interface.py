@@ -154,12 +154,6 @@ class Index(Protocol):
     """Why the index was found unusable and started afresh, if it was ("" otherwise)."""
 
     @property
-    def writes(self) -> int:
-        """Committed writes so far: what was counted from the index stays true until this
-        changes."""
-        ...
-
-    @property
     def generation(self) -> int:
         """Bumped by ``rebuild``: a read of an older index says nothing of the new one."""
         ...

@@ -24,7 +24,20 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from kbindex.daemon import heap
-from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
+from kbindex.daemon.health import (
+    Counted,
+    Health,
+    Idle,
+    Ignored,
+    Problem,
+    Progress,
+    Reconciled,
+    RootReconciled,
+    Scanned,
+    Walked,
+    Writes,
+)
+from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
@@ -60,7 +73,15 @@ class Outcome:
 
 class Indexer:
     def __init__(
-        self, index: Index, roots: Roots, rules: IgnoreRules, health: Health, max_file_bytes: int
+        self,
+        index: Index,
+        roots: Roots,
+        rules: IgnoreRules,
+        health: Health,
+        max_file_bytes: int,
+        *,
+        commits: Commits | None = None,
+        on_damage: Callable[[str], None] | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
@@ -70,8 +91,10 @@ class Indexer:
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
         self._warned: set[tuple[str, str]] = set()
-        self.on_damage: Callable[[str], None] = _ignore
-        """Called when a write finds the database damaged (set by the composition root)."""
+        self.commits = commits or Commits()
+        """Announces each write committed here (this is the index's only writer)."""
+        self.on_damage = on_damage or _ignore
+        """Called when a write finds the database damaged (the recovery's)."""
 
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
         try:
@@ -83,9 +106,15 @@ class Indexer:
             if failure == "damaged":
                 self.on_damage(str(exc))
             elif failure is not None:
-                self.health.index_error = f"cannot write the index: {exc}"
+                self.health.record(Writes(f"cannot write the index: {exc}"))
                 log.error("cannot write the index: %s; serving what it holds", exc)
             raise
+        return result
+
+    async def _commit(self, fn: Callable[..., T], *args: object) -> T:
+        """A write that commits (or raises having committed nothing), announced."""
+        result = await self._write(fn, *args)
+        self.commits.committed()
         return result
 
     def _writable(self) -> None:
@@ -94,7 +123,7 @@ class Indexer:
         deleting the very file that did not fit)."""
         if self.health.index_error:
             log.info("index writes work again")
-            self.health.index_error = ""
+            self.health.record(Writes())
 
     async def _optimize(self) -> None:
         began = time.monotonic()
@@ -110,6 +139,7 @@ class Indexer:
         """Replace a damaged database with an empty one (the next refresh fills it)."""
         async with self._job:
             await anyio.to_thread.run_sync(self.index.rebuild, reason, limiter=self._writer)
+            self.commits.committed()
 
     async def refresh(
         self,
@@ -121,8 +151,8 @@ class Indexer:
         """Refresh ``scope`` (None: every root). ``full`` re-reads unchanged files too."""
         async with self._job:
             started = time.monotonic()
-            progress = Progress("scanning", 0, 0, time.time())
-            self.health.progress = progress
+            committed = self.commits.count
+            self.health.record(Progress("scanning", 0, 0, time.time()))
             try:
                 outcome = await self._refresh(scope, full, on_progress, started)
             except ExceptionGroup as group:
@@ -132,15 +162,18 @@ class Indexer:
                     raise group.exceptions[0] from None
                 raise
             finally:
-                self.health.progress = None
+                self.health.record(Idle())
+                if self.commits.count != committed:
+                    # Once more now that the refresh is over: a reader that puts its
+                    # work off while the indexer writes (search by meaning) starts now.
+                    self.commits.committed()
             self._writable()
             # Every saved file ends a refresh here: skip the hop to the writer thread
             # until enough documents were written for a merge to be possible.
             if self.index.merge_possible and await self._write(self.index.optimize_due):
                 await self._optimize()
             if scope is None:
-                self.health.last_scan_at = time.time()
-                self.health.last_scan_seconds = outcome.seconds
+                self.health.record(Scanned(outcome.seconds))
             # Event-driven refreshes (every saved file) log at debug, full scans at info.
             log.log(
                 logging.INFO if scope is None else logging.DEBUG,
@@ -191,22 +224,19 @@ class Indexer:
                 r.stamps.clear()
         for result in results:
             for path, reason in result.problems:
-                self.health.error(path, f"cannot list directory: {reason}")
+                self.health.record(Problem(path, f"cannot list directory: {reason}"))
         total = len(changed)
         progress = Progress("indexing", 0, total, time.time())
-        self.health.progress = progress
+        self.health.record(progress)
         if on_progress is not None:
             await on_progress(progress)
         if removed:
-            await self._write(self.index.apply, [], removed)
+            await self._commit(self.index.apply, [], removed)
         # After the removals: a root that status calls missing holds no files.
         for target, result, count in zip(targets, results, listed, strict=True):
             if target.path == target.root:
-                root_health = self.health.root(str(target.root))
-                root_health.state = "missing" if result.root_missing else "ok"
-                root_health.detail = "root directory does not exist" if result.root_missing else ""
-                root_health.last_scan_at = time.time()
-                root_health.ignored = Ignored.tally(result.ignored_by, count)
+                ignored = Ignored.tally(result.ignored_by, count)
+                self.health.record(Walked(str(target.root), result.root_missing, ignored))
         errors = 0
         done = 0
         batches = anyio.create_memory_object_stream[tuple[list[Update], list[str], int]](1)
@@ -233,11 +263,11 @@ class Indexer:
                 )
                 read = len(updates)
                 # Files deleted since the walk: the index drops the rows it has of them.
-                await self._write(self._apply, updates, vanished)
-                self.health.files_read += read
+                await self._commit(self._apply, updates, vanished)
+                self.health.record(Counted(read=read))
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
-                self.health.progress = progress
+                self.health.record(progress)
                 if on_progress is not None:
                     await on_progress(progress)
         if total + len(removed) >= CHECKPOINT_AFTER_FILES:
@@ -276,28 +306,29 @@ class Indexer:
                 continue
             root = str(target.root)
             prefix = root + "/"
-            self.health.root(root).last_reconcile = Reconciled(
+            reconciled = Reconciled(
                 at=time.time(),
                 seconds=round(seconds, 4),
                 files_seen=count,
                 changed=changed.count_in(root),
                 removed=sum(1 for p in removed if p.startswith(prefix)),
             )
+            self.health.record(RootReconciled(root, reconciled))
 
     async def move(self, src: Located, dest: Located) -> int:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
-            moved = await self._write(
+            moved = await self._commit(
                 self.index.move, str(src.path), str(dest.path), str(dest.root)
             )
             self._writable()
-            self.health.files_moved += moved
+            self.health.record(Counted(moved=moved))
             return moved
 
     async def remove_root(self, root: str) -> int:
         """Forget every document of a root that is no longer indexed."""
         async with self._job:
-            return await self._write(self.index.remove_root, root)
+            return await self._commit(self.index.remove_root, root)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []
@@ -314,7 +345,7 @@ class Indexer:
                 textfile.SkipReason.UNREADABLE,
                 textfile.SkipReason.UNDECODABLE,
             ):
-                self.health.error(seen.path, f"{outcome.reason}: {outcome.detail}")
+                self.health.record(Problem(seen.path, f"{outcome.reason}: {outcome.detail}"))
                 # Unreadable files are retried at every scan: warn once per cause.
                 key = (seen.path, outcome.detail)
                 level = logging.DEBUG if key in self._warned else logging.WARNING

@@ -1,7 +1,7 @@
 """Keeping the vectors in step with the word index, in the background.
 
 The word index is the truth about files; embedding follows it. After the index's
-writer commits (``Index.writes`` moves), a pass compares each indexed file's
+writer commits (``Commits`` announces it), a pass compares each indexed file's
 ``indexed_at`` with the stamp it was embedded for, embeds what changed, and forgets
 what left. A file is searchable by words as soon as it is indexed, and by meaning
 once its passages are done; status shows the backlog and the rate.
@@ -28,6 +28,7 @@ import anyio
 import numpy as np
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.health import Health
+from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index
 from kbindex.daemon.semantic import chunks
 from kbindex.daemon.semantic.encoder import Encoder, EncoderUnavailable
@@ -37,6 +38,8 @@ from kbindex.daemon.semantic.vectors import Span, VectorFile
 log = logging.getLogger(__name__)
 
 POLL_SECONDS: Final = 0.5
+"""How often the end of the first scan and the setting are looked at: they belong to
+other parts. Commits (and the end of a refresh that made some) are waited for."""
 PASS_EVERY_SECONDS: Final = 60.0
 """A pass also runs this often without a write: a reload may have changed which roots
 and sizes are embedded."""
@@ -97,6 +100,7 @@ class Embedder:
     def __init__(
         self,
         index: Index,
+        commits: Commits,
         encoder: Encoder,
         vectors: VectorFile,
         health: Health,
@@ -104,6 +108,7 @@ class Embedder:
         enabled: Callable[[], bool],
     ) -> None:
         self.index = index
+        self.commits = commits
         self.encoder = encoder
         self.vectors = vectors
         self.health = health
@@ -115,17 +120,18 @@ class Embedder:
         self._thread = ThreadPoolExecutor(1, "kbindex-embed", initializer=_lower_priority)
         self._stamps: dict[int, float] = {}
         self._stop = threading.Event()
-        self._seen_writes = -1
+        self._seen = -1
+        """``commits.count`` when the last pass began (-1: a pass is due)."""
         self._todo: set[int] = set()
         """The files this pass has still to embed."""
         self._cut_before: set[int] = set()
         """Files the vector file holds cut by an older rule (``chunks.VERSION``), until
         the first pass has cut them again or forgotten them."""
         self._listed: tuple[int, frozenset[int]] = (-1, frozenset())
-        """``index.writes`` when this pass listed its files, and the files it listed."""
+        """``commits.count`` when this pass listed its files, and the files it listed."""
         self._counted: tuple[int, int, int] | None = None
-        """(``index.writes``, listing's writes, files) of the last count of the files
-        indexed since the pass listed its own."""
+        """(``commits.count``, the listing's count, files) of the last count of the
+        files indexed since the pass listed its own."""
 
     @property
     def ready(self) -> bool:
@@ -148,12 +154,12 @@ class Embedder:
         if self.matrix is None:
             return 0
         todo = len(self._todo)
-        writes = self.index.writes
+        commits = self.commits.count
         listed, in_pass = self._listed
-        if writes == listed:
+        if commits == listed:
             return todo
         counted = self._counted
-        if counted is None or counted[:2] != (writes, listed):
+        if counted is None or counted[:2] != (commits, listed):
             try:
                 files = self.index.embeddable()
             except Exception as exc:  # an index out of reach: what the pass knows
@@ -168,7 +174,7 @@ class Embedder:
                 and stamps.get(f.id) != f.indexed_at
                 and self.eligible(f.root, f.size)
             )
-            counted = self._counted = (writes, listed, since)
+            counted = self._counted = (commits, listed, since)
         return todo + counted[2]
 
     async def run(self) -> None:
@@ -191,15 +197,19 @@ class Embedder:
                 return
             last_pass = 0.0
             while True:
-                due = (
-                    self.index.writes != self._seen_writes
-                    or anyio.current_time() - last_pass >= PASS_EVERY_SECONDS
-                )
-                if due and self.enabled() and self.health.progress is None:
-                    self._seen_writes = self.index.writes
+                next_pass = last_pass + PASS_EVERY_SECONDS
+                if self.commits.count == self._seen and anyio.current_time() < next_pass:
+                    with anyio.move_on_at(next_pass):
+                        await self.commits.changed(self._seen)
+                elif self.enabled() and self.health.progress is None:
+                    self._seen = self.commits.count
                     last_pass = anyio.current_time()
                     await self._pass_or_report()
-                await anyio.sleep(POLL_SECONDS)
+                else:
+                    # Due, but off for now or behind a refresh under way (which
+                    # announces its end when it committed something).
+                    with anyio.move_on_after(POLL_SECONDS):
+                        await self.commits.changed(self.commits.count)
         finally:
             self._stop.set()
             with anyio.CancelScope(shield=True):
@@ -253,7 +263,7 @@ class Embedder:
     def _pass(self) -> bool:
         """Embed what the index changed since the last pass; forget what it dropped."""
         assert self.matrix is not None
-        writes = self.index.writes
+        commits = self.commits.count
         wanted = {
             f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
         }
@@ -261,13 +271,13 @@ class Embedder:
         gone = [i for i in {*self._stamps, *self._cut_before} if i not in wanted]
         self._cut_before = set()
         self._todo = set(todo)
-        self._listed = (writes, frozenset(todo))
+        self._listed = (commits, frozenset(todo))
         self.progress.cut = self.progress.computed = 0
         if todo:
             self.progress.state = "embedding"
         for begin in range(0, len(todo), FILES_PER_STEP):
             if self._stop.is_set() or self.health.progress is not None:
-                self._seen_writes = -1  # come back for the rest
+                self._seen = -1  # come back for the rest
                 break
             self._step(todo[begin : begin + FILES_PER_STEP], wanted)
         if gone:

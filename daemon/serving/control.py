@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 from kbindex.daemon import config_file, root_changes
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import Health, RootRemoved
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.serving.notify import Notifier
@@ -136,7 +136,7 @@ class Control:
         self.roots.remove(wanted)
         self.indexer.rules.forget_root(root)
         removed = await self.indexer.remove_root(root)
-        self.health.roots.pop(root, None)
+        self.health.record(RootRemoved(root))
         return removed
 
     # ------------------------------------------------------------ reload (SIGHUP)

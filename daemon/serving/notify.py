@@ -5,7 +5,8 @@ systemd starts ``kbindexd`` as ``Type=notify`` with ``WatchdogSec=``; it sets
 ``WATCHDOG_USEC``/``WATCHDOG_PID``. Each message is one datagram of ``KEY=VALUE`` lines.
 Implemented here directly rather than through libsystemd so the daemon has no native
 dependency. Outside systemd (``NOTIFY_SOCKET`` unset) every method is a no-op, and no
-method ever raises: a lost notification must not take the daemon down.
+method ever raises: a lost notification must not take the daemon down. ``status_loop``
+keeps the STATUS= line current: a scan's progress, then the files indexed.
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable, MutableMapping
+from typing import Final
 
 import anyio
+import anyio.to_thread
+from kbindex.daemon.health import Health
+from kbindex.daemon.index.commits import Commits
+from kbindex.daemon.index.interface import Index
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +32,8 @@ NOTIFY_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 # A send blocks only while the manager's receive queue is full; bound the wait so a
 # stuck manager cannot freeze the daemon's event loop for long.
 SEND_TIMEOUT_SECONDS = 0.5
+STATUS_SECONDS: Final = 0.5
+STATUS_RECOUNT_SECONDS: Final = 30.0
 
 
 class Notifier:
@@ -164,6 +172,41 @@ async def watchdog_loop(notifier: Notifier, healthy: Callable[[], bool] | None =
         else:
             logger.warning("watchdog: withholding keep-alive, daemon reports unhealthy")
         await anyio.sleep(interval)
+
+
+async def status_loop(notifier: Notifier, health: Health, index: Index, commits: Commits) -> None:
+    """systemd STATUS= lines: progress while indexing (looked at every
+    STATUS_SECONDS), the file count when idle (counted again after each commit, and
+    every STATUS_RECOUNT_SECONDS for what is not announced here: other machines' rows
+    in a shared index, a database server back)."""
+    if not notifier.enabled:
+        return
+    last = ""
+    counted: int | None = None
+    recount_at = 0.0
+    while True:
+        progress = health.progress
+        now = anyio.current_time()
+        seen = commits.count
+        text = last
+        if progress is not None:
+            text = f"{progress.phase} {progress.done:,}/{progress.total:,} files"
+        elif health.last_scan_at is None:
+            text = "first scan starting"
+        elif seen != counted or now >= recount_at:
+            try:
+                files = await anyio.to_thread.run_sync(index.indexed_count)
+            except Exception as exc:
+                if index.failure(exc) is None:
+                    raise
+                files = None  # damaged, rebuilt or unreachable: status says which
+            text = f"idle, {files:,} files" if files is not None else "idle"
+            counted, recount_at = seen, now + STATUS_RECOUNT_SECONDS
+        if text != last:
+            notifier.status(text)
+            last = text
+        with anyio.move_on_after(STATUS_SECONDS):
+            await commits.changed(seen)
 
 
 def _socket_address(raw: str | None) -> str | None:

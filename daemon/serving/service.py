@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from contextlib import suppress
@@ -104,6 +105,10 @@ CAPABILITIES: Final = [
 ]
 READ_FILE_MAX_CHARS: Final = 200_000
 READERS: Final = 8
+SHARED_RECOUNT_SECONDS: Final = 5.0
+"""In an index several machines share, how old status's counts may be: the other
+machines' commits are not announced here, so their rows are counted again this often
+(when status is asked), besides after each commit of this daemon."""
 """Threads reading the index for requests (``Service.readers``), at most."""
 
 T = TypeVar("T")
@@ -140,7 +145,8 @@ class Service:
         self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(control, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
-        self._counted: tuple[int, Counts] | None = None
+        self._counted: tuple[int, float, Counts] | None = None
+        """(commits, monotonic time) of the last count, and the counts."""
 
     @property
     def settings(self) -> Settings:
@@ -226,19 +232,26 @@ class Service:
         return hello_reply(request, [*CAPABILITIES, *writable])
 
     async def _counts(self) -> Counts:
-        """The index's counts, recounted only after a write: counting scans the files
-        table and clients poll status; any commit may change a count, and nothing else
-        can. While the index cannot be reached, the last counts (status says why)."""
-        writes = self.index.writes
-        if self._counted is None or self._counted[0] != writes:
+        """The index's counts, recounted only after a commit (``Commits``): counting
+        scans the files table and clients poll status; any commit may change a count,
+        and nothing else can, except other machines' in a shared index (recounted after
+        SHARED_RECOUNT_SECONDS). While the index cannot be reached, the last counts
+        (status says why)."""
+        commits, now = self.indexer.commits.count, time.monotonic()
+        counted = self._counted
+        if (
+            counted is None
+            or counted[0] != commits
+            or (self.index.describe().machine and now - counted[1] >= SHARED_RECOUNT_SECONDS)
+        ):
             try:
-                self._counted = (writes, await self._read(self.index.counts))
+                counted = self._counted = (commits, now, await self._read(self.index.counts))
             except Exception as exc:
                 if self.index.failure(exc) != "unavailable":
                     raise
-                if self._counted is None:
+                if counted is None:
                     return Counts(0, {}, {})
-        return self._counted[1]
+        return counted[2]
 
     async def _size_bytes(self) -> int:
         try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Final
 
 import anyio
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import Applied, Applying, Health
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.textfile import display_path
 from kbindex.daemon.roots import Located, Roots
@@ -51,7 +51,7 @@ class Reconciler:
                 timeout = None if batch.next_due is None else batch.next_due - time.monotonic()
                 await self.changes.wait(timeout)
                 continue
-            self.health.applying = len(batch.moves) + len(batch.rescans) + len(batch.paths)
+            self.health.record(Applying(len(batch.moves) + len(batch.rescans) + len(batch.paths)))
             try:
                 await self.apply(batch)
             except Exception:
@@ -63,7 +63,7 @@ class Reconciler:
                     self.changes.rescan(root, evented=True)
             finally:
                 self.changes.applied()
-                self.health.applying = 0
+                self.health.record(Applying(0))
 
     async def apply(self, batch: Batch) -> None:
         started = time.monotonic()
@@ -94,7 +94,7 @@ class Reconciler:
         if scope:
             await self.indexer.refresh(scope)
         if firsts:
-            self.health.record_lag(time.monotonic() - min(firsts))
+            self.health.record(Applied(time.monotonic() - min(firsts)))
         log.debug(
             "applied %d move(s) (%d file(s) re-keyed), %d rescan(s), %d path(s) in %.3f s",
             len(batch.moves),

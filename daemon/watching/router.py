@@ -9,10 +9,9 @@ own tasks.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterable
 
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import FileEvent, Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.watching.changes import Changes
 from watchdog.events import DirMovedEvent, FileMovedEvent, FileSystemEvent
@@ -51,9 +50,8 @@ class EventRouter:
             if src_root is not None:
                 self.changes.add(src_root, src)
             queued = src_root is not None or (not is_dir and self._pattern_file(src))
-        rh = self.health.roots.get(root)  # None once the root is removed
-        if queued and rh is not None:
-            rh.last_event_at = self.health.last_event_at = time.time()
+        if queued:
+            self.health.record(FileEvent(root))
 
     def _pattern_file(self, path: str) -> bool:
         """A pattern file (.gitignore, .ignore, .rgignore, .kbignore) changed: queue its

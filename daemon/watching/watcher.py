@@ -41,7 +41,7 @@ from typing import Final
 import anyio
 import anyio.to_thread
 from anyio.abc import TaskStatus
-from kbindex.daemon.health import Health, RootHealth
+from kbindex.daemon.health import Health, Polled, Watched
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.watching.changes import Changes
 from kbindex.daemon.watching.inotify import (
@@ -143,7 +143,6 @@ class Watcher:
     # ------------------------------------------------------------ supervision
 
     async def _start(self, watch: _Watch) -> None:
-        rh = self.health.root(watch.root)
         now = time.monotonic()
         watch.limit = None
         watch.identity = _identity(watch.root)
@@ -151,28 +150,29 @@ class Watcher:
         watch.denied = set()
         watch.blocked = None if watch.missing else _unreadable(watch.root)
         if watch.blocked is not None:
-            self._set_blocked(watch, rh)
+            self._set_blocked(watch)
             return
+        root = watch.root
         if watch.mode == "poll":
-            self._set(rh, "polling", "set to poll in the config", self._interval(rh))
-            watch.next_poll = now + self._interval(rh)
+            self._set(root, "polling", "set to poll in the config", self._interval(root))
+            watch.next_poll = now + self._interval(root)
             return
         if watch.mode == "off":
-            self._set(rh, "off", "not watched (watch = off): changes wait for the next scan")
+            self._set(root, "off", "not watched (watch = off): changes wait for the next scan")
             return
         if watch.missing:
-            self._set(rh, "error", "the root directory is missing; waiting for it to come back")
+            self._set(root, "error", "the root directory is missing; waiting for it to come back")
             return
         try:
             observer = await anyio.to_thread.run_sync(self._observe, watch)
         except Exception as exc:
-            self._fall_back(watch, rh, exc)
+            self._fall_back(watch, exc)
             return
         if self._watches.get(watch.root) is not watch:
             await anyio.to_thread.run_sync(stop_observer, observer)  # removed meanwhile
             return
         watch.observer = observer
-        self._set(rh, "live", "")
+        self._set(root, "live", "")
         log.info("watching %s", watch.root)
 
     def _observe(self, watch: _Watch) -> RootObserver:
@@ -189,22 +189,23 @@ class Watcher:
         if observer is not None:
             await anyio.to_thread.run_sync(stop_observer, observer)
 
-    def _fall_back(self, watch: _Watch, rh: RootHealth, exc: Exception) -> None:
+    def _fall_back(self, watch: _Watch, exc: Exception) -> None:
         now = time.monotonic()
+        interval = self._interval(watch.root)
         if isinstance(exc, OSError) and exc.errno in LIMIT_ERRNOS:
             which = "instance" if exc.errno == errno.EMFILE else "watch"
             limit = _read_limit(f"max_user_{which}es")
             fix = INSTANCES_FIX if which == "instance" else WATCHES_FIX
             detail = (
                 f"inotify {which} limit reached (fs.inotify.max_user_{which}es = {limit}); "
-                f"polling every {self._interval(rh):g} s instead. {fix}"
+                f"polling every {interval:g} s instead. {fix}"
             )
-            self._set(rh, "degraded", detail, self._interval(rh))
+            self._set(watch.root, "degraded", detail, interval)
             log.warning("%s: %s", watch.root, detail)
         else:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             detail = f"cannot watch: {reason}; polling instead"
-            self._set(rh, "error", detail, self._interval(rh))
+            self._set(watch.root, "error", detail, interval)
             log.warning("%s: %s", watch.root, detail)
         watch.next_poll = now
         watch.next_retry = now + RETRY_LIVE_SECONDS
@@ -212,22 +213,21 @@ class Watcher:
     async def _supervise(self, watch: _Watch) -> None:
         if self._watches.get(watch.root) is not watch:
             return  # removed while the others were supervised
-        rh = self.health.root(watch.root)
         now = time.monotonic()
-        if await self._check_readable(watch, rh):
+        if await self._check_readable(watch):
             return
         if watch.mode == "auto":
-            await self._check_live(watch, rh, now)
+            await self._check_live(watch, now)
         if watch.mode == "off":
             return
         polled = watch.mode == "poll" or not watch.missing
         if watch.observer is None and polled and now >= watch.next_poll:
-            interval = self._interval(rh)
-            rh.poll_seconds = interval
+            interval = self._interval(watch.root)
+            self.health.record(Polled(watch.root, interval))
             watch.next_poll = now + interval
             self.changes.rescan(watch.root, evented=False)
 
-    async def _check_readable(self, watch: _Watch, rh: RootHealth) -> bool:
+    async def _check_readable(self, watch: _Watch) -> bool:
         """Whether the root cannot be read (then nothing else is done for it now). A
         root or a skipped directory that became readable again restarts the watch and
         rescans the root."""
@@ -236,7 +236,7 @@ class Watcher:
             if watch.blocked is None:
                 await self._stop(watch)
                 watch.blocked = blocked
-                self._set_blocked(watch, rh)
+                self._set_blocked(watch)
             return True
         if watch.blocked is not None:
             log.info("%s can be read again: watching and rescanning it", watch.root)
@@ -266,21 +266,21 @@ class Watcher:
                 return True
         return False
 
-    def _set_blocked(self, watch: _Watch, rh: RootHealth) -> None:
+    def _set_blocked(self, watch: _Watch) -> None:
         detail = (
             f"cannot read the root directory: {watch.blocked}; serving what was indexed "
             "before, and checking again every second"
         )
-        self._set(rh, "error", detail)
+        self._set(watch.root, "error", detail)
         log.warning("%s: %s", watch.root, detail)
 
-    async def _check_live(self, watch: _Watch, rh: RootHealth, now: float) -> None:
+    async def _check_live(self, watch: _Watch, now: float) -> None:
         if watch.observer is not None:
             if watch.limit is not None:
                 # Some directories went unwatched: stop trusting events for this root.
                 exc = watch.limit
                 await self._stop(watch)
-                self._fall_back(watch, rh, exc)
+                self._fall_back(watch, exc)
                 return
             identity = _identity(watch.root)
             if identity is not None and identity == watch.identity and watch.observer.healthy:
@@ -296,14 +296,13 @@ class Watcher:
         await self._start(watch)
         self.changes.rescan(watch.root)
 
-    def _interval(self, rh: RootHealth) -> float:
-        last = rh.last_reconcile.seconds if rh.last_reconcile is not None else 0.0
+    def _interval(self, root: str) -> float:
+        reconciled = self.health.root(root).last_reconcile
+        last = reconciled.seconds if reconciled is not None else 0.0
         return max(self.poll_seconds, POLL_COST_FACTOR * last)
 
-    def _set(self, rh: RootHealth, state: str, detail: str, poll: float | None = None) -> None:
-        rh.watch = state
-        rh.watch_detail = detail
-        rh.poll_seconds = poll
+    def _set(self, root: str, state: str, detail: str, poll: float | None = None) -> None:
+        self.health.record(Watched(root, state, detail, poll))
 
     # ------------------------------------------------------------ observer threads
 

@@ -72,6 +72,7 @@ class PgIndex:
         self.machine = machine
         self.recovered = ""
         self._writes = 0
+        """This daemon's commits: what it counted of the index is stale once they move."""
         self.generation = 0
         self.merge_possible = False
         """PostgreSQL's autovacuum keeps the GIN indexes; there is nothing to merge."""
@@ -83,7 +84,8 @@ class PgIndex:
         self._migrated = False
         self._migrating = threading.Lock()
         self._claimed: set[str] = set()
-        self._counted: tuple[int, reads.Stats] | None = None
+        self._counted: tuple[int, float, reads.Stats] | None = None
+        """(``_writes``, monotonic time) of the last count of the corpus, and the count."""
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
@@ -91,12 +93,6 @@ class PgIndex:
         if isinstance(exc, (RootTaken, IndexRefused, *_UNWRITABLE)):
             return "unwritable"
         return None
-
-    @property
-    def writes(self) -> int:
-        """This daemon's writes, plus one every OTHERS_SECONDS: other daemons' commits are
-        not seen here, so what was counted from the index is counted again that often."""
-        return self._writes + int(time.monotonic() / OTHERS_SECONDS)
 
     def describe(self) -> Described:
         version = f"PostgreSQL {self.server}" if self.server else "PostgreSQL (not reached yet)"
@@ -329,13 +325,15 @@ class PgIndex:
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:
-        """The index's document count and mean length, counted again after this
-        daemon's writes or every OTHERS_SECONDS (bm25 needs them; counting reads every
-        document row, too slow for each search)."""
-        writes, counted = self.writes, self._counted
-        if counted is None or counted[0] != writes:
-            counted = self._counted = (writes, self._read(reads.stats))
-        return counted[1]
+        """The index's document count and mean length (bm25 needs them; counting reads
+        every document row, too slow for each search), counted again after this
+        daemon's writes, and OTHERS_SECONDS after the last count at the latest: other
+        machines' commits are not announced to this daemon, so their rows count with
+        that delay."""
+        writes, now, counted = self._writes, time.monotonic(), self._counted
+        if counted is None or counted[0] != writes or now - counted[1] >= OTHERS_SECONDS:
+            counted = self._counted = (writes, now, self._read(reads.stats))
+        return counted[2]
 
     def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
         return self._read(reads.find_files, glob, limit)

@@ -73,9 +73,6 @@ class Store:
         self.recovered = ""
         self._writer: sqlite.Connection | None = None
         self.readers = Readers(db_path)
-        self.writes = 0
-        """Committed write transactions (and rebuilds): what was counted from the index
-        stays true until this changes."""
         self.unmerged = 0
         """Documents written, rewritten or deleted since the last ``optimize``: each
         left entries (or a tombstone) in segments that a merge folds together."""
@@ -107,12 +104,11 @@ class Store:
 
     @contextmanager
     def _writing(self) -> Iterator[sqlite.Connection]:
-        """A write on the writer, and what one asks of the checkpoints and ``writes``
-        around it (the write makes its own transaction)."""
+        """A write on the writer, and what one asks of the checkpoints around it (the
+        write makes its own transaction)."""
         conn = self.writer
         self.checkpoints.before_write(conn)
         yield conn
-        self.writes += 1
         self.checkpoints.wrote()
 
     def rebuild(self, reason: str) -> Path:
@@ -122,7 +118,6 @@ class Store:
             self.checkpoints.settle()
             self._close_writer()
             kept = move_aside(self.db_path)
-            self.writes += 1
             self.recovered = f"{reason}; the old file was kept as {kept}"
             log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
             self._writer = open_checked(self.db_path)
