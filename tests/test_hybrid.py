@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
-from kbindex.daemon.index.interface import Hit, SearchResult
+from kbindex.daemon.index.values import Hit, SearchResult
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import compile_query
 from kbindex.daemon.semantic.matrix import Matrix

@@ -34,8 +34,6 @@ from functools import partial
 from typing import Final
 
 import anyio
-from kbindex.daemon.backends.sqlite.candidates import Candidates, order
-from kbindex.daemon.backends.sqlite.searcher import path_filter
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.grep.grepper import (
     DEADLINE_SECONDS,
@@ -46,6 +44,7 @@ from kbindex.daemon.grep.grepper import (
     check_pattern,
     task_group,
 )
+from kbindex.daemon.index.values import Candidates, order, path_filter
 from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
 from kbindex.daemon.indexing.textfile import real_path
 

@@ -4,27 +4,38 @@ Two backends implement ``Index``: ``sqlite.SqliteIndex`` (the default: one file 
 state directory, written by this daemon alone) and ``postgres.PgIndex`` (a PostgreSQL
 database that daemons on several machines share). The indexer writes through it, the
 service and search by meaning read through it, and neither knows which one it has: a
-third backend is a class of its own and a line in ``app``.
+third backend is a folder of its own and a line in ``backends.BACKENDS``.
 
-The values that cross the interface are defined here, so a backend needs nothing of
-another one. Errors cross it as the backend's own exceptions; ``Index.failure`` says
-what each one means for the daemon (rebuild, retry later, or a plain bug).
+The values that cross the interface are defined in ``values``, so a backend needs
+nothing of another one, and this package imports nothing else of the daemon. Errors
+cross it as the backend's own exceptions; ``Index.failure`` says what each one means
+for the daemon (rebuild, retry later, or a plain bug).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Seen, Stamp
-from kbindex.daemon.indexing.textfile import Loaded, Skipped
+from kbindex.daemon.index.values import (
+    Candidates,
+    Checked,
+    Counts,
+    Described,
+    Embeddable,
+    File,
+    Query,
+    SearchResult,
+    Stamp,
+    Stored,
+    Update,
+    Words,
+)
 
 if TYPE_CHECKING:
-    from kbindex.daemon.backends.sqlite.candidates import Candidates
-    from kbindex.daemon.grep import phrases, trigrams
+    # The one import from outside the seam, until the neutral query plan replaces
+    # ``Compiled`` (issue 38; pyproject.toml's contracts name it).
     from kbindex.daemon.searching.query import Compiled
 
 Failure = Literal["damaged", "unwritable", "unavailable"]
@@ -38,112 +49,12 @@ class IndexRefused(Exception):
     newer kbindexd): restarting would not help."""
 
 
-Update = tuple[Seen, documents.Document | Loaded | Skipped]
-"""A file seen by a scan and what reading it gave. The indexer passes a ``Document``
-(prepared in its reader thread); a ``Loaded`` is prepared by the backend."""
-
-
-FileValues = tuple[int, int, str | None, str | None, str | None]
-"""What a backend records of a file besides its path and stamp: size, mtime_ns,
-encoding (indexed files), skip reason and detail (skipped files)."""
-
-
-def recorded(update: Update) -> tuple[documents.Document | None, FileValues]:
-    """What a backend writes for ``update``: the document (None for a skipped file,
-    which has none) and the file's values."""
-    seen, given = update
-    outcome = documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
-    if isinstance(outcome, documents.Document):
-        loaded = outcome.loaded
-        return outcome, (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
-    size, mtime_ns = outcome.size or seen.size, outcome.mtime_ns or seen.mtime_ns
-    return None, (size, mtime_ns, None, outcome.reason, outcome.detail)
-
-
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
 
 
-@dataclass(frozen=True, slots=True)
-class File:
-    """An indexed file as a listing or a hit shows it."""
-
-    path: str
-    root: str
-    relpath: str
-    size: int
-    mtime_ns: int
-    machine: str = field(default="", kw_only=True)
-    """The machine whose disk holds it, in an index several machines share ("" in an
-    index of this machine alone)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hit(File):
-    """A document found, with where it matched best."""
-
-    title: str
-    score: float
-    """Higher is better (bm25 for words)."""
-    snippet: str
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    hits: list[Hit]
-    total: int
-    mode: str
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """An indexed document, for what is computed from its text (snippets of hits found
-    by meaning, passages to embed)."""
-
-    id: int
-    file: File
-    title: str
-    body: str | None
-    """Its text; None when it cannot be read now (an index that keeps no copy of the
-    text reads the file: it may be gone, or unreadable for a moment)."""
-
-
-class Embeddable(NamedTuple):
-    """An indexed file as search by meaning decides whether to (re-)embed it."""
-
-    id: int
-    indexed_at: float
-    root: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    indexed: int
-    skipped: dict[str, int]
-    per_root: dict[str, int]
-    per_machine: dict[str, int] = field(default_factory=dict)
-    """Indexed files per machine, in an index several machines share."""
-
-
-class Checked(NamedTuple):
-    """``kbctl doctor``'s look at the index: its integrity and its size on disk."""
-
-    integrity: str
-    """``ok`` or what the check found."""
-    db_bytes: int
-    wal_bytes: int
-
-
-class Described(NamedTuple):
-    """What status says of the backend."""
-
-    name: str
-    server: str
-    """The database engine and where it is, never credentials."""
-    machine: str = ""
-    """This daemon's machine name, in an index several machines share."""
+class TooSlow(Exception):
+    """A read ran past its deadline (a grep's candidate files)."""
 
 
 class Index(Protocol):
@@ -241,13 +152,16 @@ class Index(Protocol):
     def check(self) -> Checked: ...
     def grep_candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
+        words: Words | None,
     ) -> Candidates:
-        """The files that may hold a match of a grep (see ``candidates.find``)."""
+        """The files that may hold a match of a grep: those the trigram ``query`` and
+        the ``words`` admit, those under a ``pending`` path (a change not indexed yet)
+        and the ``new`` files (path, relpath) not indexed yet, within ``path_filter``;
+        past PENDING_PATHS pending paths, every indexed file."""
         ...
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:

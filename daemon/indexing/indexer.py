@@ -25,7 +25,8 @@ import anyio
 import anyio.to_thread
 from kbindex.daemon import heap
 from kbindex.daemon.health import Health, Ignored, Progress, Reconciled
-from kbindex.daemon.index.interface import Index, Update
+from kbindex.daemon.index.interface import Index
+from kbindex.daemon.index.values import Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk

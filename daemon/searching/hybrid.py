@@ -31,7 +31,8 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.index.interface import Hit, Index, SearchResult
+from kbindex.daemon.index.interface import Index
+from kbindex.daemon.index.values import Hit, SearchResult
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking

@@ -26,7 +26,7 @@ from typing import Final
 
 import anyio
 import numpy as np
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index
 from kbindex.daemon.semantic import chunks

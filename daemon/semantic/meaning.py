@@ -12,7 +12,8 @@ import importlib.util
 from collections.abc import Callable
 from typing import Final
 
-from kbindex.daemon.index.interface import Index, SearchResult
+from kbindex.daemon.index.interface import Index
+from kbindex.daemon.index.values import SearchResult
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
 from kbindex.daemon.semantic.embedder import Embedder

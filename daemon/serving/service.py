@@ -20,11 +20,11 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
-from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.grep import grepper as grep
-from kbindex.daemon.grep import ripgrep, sweep
+from kbindex.daemon.grep import narrowing, ripgrep, sweep
 from kbindex.daemon.health import Health
-from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.interface import Index, NotIndexed
+from kbindex.daemon.index.values import Counts, File, SearchResult
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -319,7 +319,7 @@ class Service:
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
-        query, words = candidates.required(
+        query, words = narrowing.required(
             request.pattern, fixed=request.fixed, ignore_case=request.ignore_case, word=request.word
         )
         flags = ripgrep.Flags(
@@ -335,7 +335,7 @@ class Service:
 
         async def run(path: str | None) -> grep.Outcome:
             changes, rules = self.changes, self.indexer.rules
-            pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
+            pending, new = await anyio.to_thread.run_sync(narrowing.pending, changes, rules)
             found = await self._read(self.index.grep_candidates, query, path, pending, new, words)
             walk = sweep.walks([str(r) for r in self.roots.paths], path)
             return await sweep.run(self.grepper, flags, found, walk, limit)

@@ -26,27 +26,29 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import psycopg
 from kbindex.daemon.backends.postgres import reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.backends.sqlite.candidates import Candidates
-from kbindex.daemon.index.interface import (
+from kbindex.daemon.index.interface import Failure, IndexRefused
+from kbindex.daemon.index.values import (
+    Candidates,
     Checked,
     Counts,
     Described,
+    Document,
     Embeddable,
-    Failure,
     File,
-    IndexRefused,
+    Loaded,
+    Query,
     SearchResult,
+    SkipReason,
+    Stamp,
     Stored,
     Update,
+    Words,
     recorded,
 )
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import Loaded, SkipReason
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
-    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.searching.query import Compiled
 
 log = logging.getLogger(__name__)
@@ -203,7 +205,7 @@ class PgIndex:
             conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
             files: list[tuple[object, ...]] = []
-            texts: dict[str, documents.Document] = {}
+            texts: dict[str, Document] = {}
             for path, (seen, given) in latest.items():
                 doc, values = recorded((seen, given))
                 if doc is not None:
@@ -239,7 +241,7 @@ class PgIndex:
         ).fetchall()
         return {path: file_id for file_id, path in rows}
 
-    def _insert_docs(self, conn: Connection, docs: list[tuple[int, documents.Document]]) -> None:
+    def _insert_docs(self, conn: Connection, docs: list[tuple[int, Document]]) -> None:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
         for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
@@ -363,11 +365,11 @@ class PgIndex:
 
     def grep_candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
+        words: Words | None,
     ) -> Candidates:
         return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
 

@@ -15,10 +15,20 @@ from typing import Any, Final, NamedTuple
 import psycopg
 from kbindex.daemon.backends.postgres import tsquery
 from kbindex.daemon.backends.postgres.connections import Connection
-from kbindex.daemon.backends.sqlite.candidates import PENDING_PATHS, Candidates, TooSlow
-from kbindex.daemon.backends.sqlite.searcher import path_filter
-from kbindex.daemon.grep import trigrams
-from kbindex.daemon.index.interface import Counts, Embeddable, File, Hit, SearchResult, Stored
+from kbindex.daemon.index.interface import TooSlow
+from kbindex.daemon.index.values import (
+    PENDING_PATHS,
+    And,
+    Candidates,
+    Counts,
+    Embeddable,
+    File,
+    Hit,
+    Query,
+    SearchResult,
+    Stored,
+    path_filter,
+)
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import BadQuery, Compiled
 
@@ -298,7 +308,7 @@ def counts(conn: Connection, machine: str) -> Counts:
 def grep_candidates(
     conn: Connection,
     machine: str,
-    query: trigrams.Query,
+    query: Query,
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
@@ -338,13 +348,13 @@ def grep_candidates(
     return Candidates.of(sizes, scanned_all=match is None)
 
 
-def _trigram_query(query: trigrams.Query) -> str | None:
+def _trigram_query(query: Query) -> str | None:
     """A trigram query as ``tsquery`` text (the trigrams are hex words: nothing to quote)."""
     if query is None:
         return None
     if isinstance(query, str):
         return f"'{query}'"
-    glue = " & " if isinstance(query, trigrams.And) else " | "
+    glue = " & " if isinstance(query, And) else " | "
     return "(" + glue.join(sorted(_trigram_query(p) or "" for p in query.parts)) + ")"
 
 

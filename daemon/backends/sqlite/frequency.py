@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.backends.sqlite.documents import STEMMED
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.indexing.documents import STEMMED
 from kbindex.daemon.searching.query import Alternatives, Expr, has_prefix, render
 
 COMMON_FRACTION: Final = 0.3

@@ -11,24 +11,27 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kbindex.daemon.backends.sqlite import candidates, searcher
-from kbindex.daemon.backends.sqlite.database import disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.backends.sqlite.database import is_damage, is_unwritable
+from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.index.interface import (
+from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.index.interface import Failure
+from kbindex.daemon.index.values import (
+    Candidates,
     Checked,
     Counts,
     Described,
     Embeddable,
-    Failure,
     File,
+    Query,
     SearchResult,
     Stored,
+    Words,
 )
-from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
-    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.searching.query import Compiled
 
 
@@ -88,12 +91,12 @@ class SqliteIndex(Store):
 
     def grep_candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
-    ) -> candidates.Candidates:
+        words: Words | None,
+    ) -> Candidates:
         with self.reader() as conn:
             return candidates.find(conn, query, path_filter, pending, new, words)
 

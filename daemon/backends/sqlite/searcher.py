@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
+from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.index.interface import Counts, File, Hit, SearchResult
-from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
+from kbindex.daemon.index.values import Counts, File, Hit, SearchResult, path_filter
 from kbindex.daemon.indexing.textfile import Within, current_text
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Expr, has_prefix
@@ -24,33 +24,6 @@ from kbindex.daemon.searching.query import Alternatives, BadQuery, Compiled, Exp
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
 """name (relative path), title, body, subwords, grams: see ``documents.COLUMNS``."""
-_GLOB_CHARS = frozenset("*?[")
-
-
-@dataclass(frozen=True, slots=True)
-class PathFilter:
-    """A path filter taken apart, for each backend to write as its own SQL: a glob
-    (``*`` also crosses ``/``) or a path and anything under it, on the absolute path or
-    the one relative to its root."""
-
-    absolute: bool
-    glob: str = ""
-    stem: str = ""
-
-
-def path_filter(raw_filter: str | None) -> PathFilter | None:
-    """A path filter as typed (``docs/*.md``, ``**/*.py``, ``docs/``, ``/abs/dir``), or
-    None when it filters nothing."""
-    if not raw_filter:
-        return None
-    raw = raw_filter.strip()
-    absolute = raw.startswith("/")
-    if not absolute:
-        raw = raw.removeprefix("./")
-    if _GLOB_CHARS & set(raw):
-        return PathFilter(absolute, glob=raw.replace("**/", "*").replace("/**", "/*"))
-    stem = raw.rstrip("/")
-    return PathFilter(absolute, stem=stem) if stem else None
 
 
 def path_condition(raw_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:

@@ -21,29 +21,28 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from kbindex.daemon.backends.sqlite import documents
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.database import (
     IndexUnusable,
-    delete_files,
-    disk_bytes,
     legacy_exact_path,
     move_aside,
     open_checked,
-    roll_back,
-    transaction,
 )
+from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import Readers
-from kbindex.daemon.index.interface import Update, recorded
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.documents import IN_JSON, as_json
-from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import (
+from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, transaction
+from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
+    Document,
     SkipReason,
-    current_text,
-    extract_title,
+    Stamp,
+    Update,
+    recorded,
 )
+from kbindex.daemon.indexing.documents import row_and_words
+from kbindex.daemon.indexing.textfile import current_text, extract_title
 from kbindex.daemon.roots import Roots
 
 log = logging.getLogger(__name__)
@@ -303,7 +302,7 @@ class Store:
             if text is None:
                 unread.append(rowid)
                 continue
-            row, words = documents.row_and_words(
+            row, words = row_and_words(
                 moved[rowid][start:], extract_title(text, moved[rowid]), text
             )
             renamed.append(documents.Entry(rowid, row, words, None))
@@ -344,7 +343,7 @@ class Store:
             conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
-            docs: dict[str, documents.Document] = {}
+            docs: dict[str, Document] = {}
             for path, (seen, given) in latest.items():
                 doc, recorded_values = recorded((seen, given))
                 if doc is not None:
