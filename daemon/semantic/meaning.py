@@ -14,8 +14,8 @@ from typing import Final
 
 from kbindex.daemon.index.interface import Index
 from kbindex.daemon.index.values import SearchResult
-from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
+from kbindex.daemon.semantic import hybrid
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import NOT_INSTALLED
 from kbindex.proto.messages import SemanticStatus

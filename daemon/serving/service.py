@@ -136,7 +136,7 @@ class Service:
         """The threads the reads of the index run in (READERS of them)."""
         self.grepper = grep.Grepper(roots)
         self.meaning = meaning or Meaning(None, lambda: False)
-        self.notes = Notes(control, roots, indexer)
+        self.notes = Notes(lambda: control.settings, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
         self._counted: tuple[int, Counts] | None = None
 

@@ -49,7 +49,9 @@ from kbindex.daemon.indexing import documents
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
+    from kbindex.daemon.roots import Roots
     from kbindex.daemon.searching.query import Compiled
+    from kbindex.daemon.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -69,6 +71,11 @@ class RootTaken(Exception):
 
 class PgIndex:
     backend = "postgres"
+
+    @classmethod
+    def configured(cls, settings: Settings, roots: Roots) -> PgIndex:
+        """Each machine's roots are its own; the index reads no file."""
+        return cls(settings.dsn, settings.machine)
 
     def __init__(self, dsn: str, machine: str) -> None:
         self.machine = machine

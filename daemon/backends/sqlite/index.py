@@ -32,11 +32,17 @@ from kbindex.daemon.index.values import (
 from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
+    from kbindex.daemon.roots import Roots
     from kbindex.daemon.searching.query import Compiled
+    from kbindex.daemon.settings import Settings
 
 
 class SqliteIndex(Store):
     backend = "sqlite"
+
+    @classmethod
+    def configured(cls, settings: Settings, roots: Roots) -> SqliteIndex:
+        return cls(settings.db_path, roots)
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_damage(exc):
