@@ -292,7 +292,7 @@ async def _report_status(notifier: Notifier, health: Health, index: Index) -> No
             text = "first scan starting"
         elif health.last_scan_at != counted_scan or now >= recount_at:
             try:
-                files = await anyio.to_thread.run_sync(index.indexed_count)
+                files = (await anyio.to_thread.run_sync(index.stats)).counts.indexed
             except Exception as exc:
                 if index.failure(exc) is None:
                     raise

@@ -132,7 +132,7 @@ def test_passages_to_embed_are_read_from_the_roots_only(tmp_path: Path) -> None:
             "UPDATE files SET path = ?, root = ? WHERE path = ?",
             (str(hidden / "secret.md"), str(hidden), str(root / "b.md")),
         )
-        bodies = {s.file.path: s.body for s in store.stored(list(ids.values()))}
+        bodies = {s.file.path: s.body for s in store.records(list(ids.values()))}
     finally:
         store.close()
     assert bodies == {str(root / "a.md"): f"{WORD} inside\n", str(hidden / "secret.md"): None}

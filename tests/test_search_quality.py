@@ -388,7 +388,7 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         seen = Seen(path="/r2/b.md", root="/r2", size=len(text), mtime_ns=1)
         s.apply([(seen, prepare("b.md", Loaded(text, "utf-8", "", len(text), 1)))], [])
         check("parse* OR 東京", 1)
-        assert s.remove_root("/r2") == 1
+        assert s.forget("/r2") == 1
         check("parse* OR 東京", 0)
     finally:
         s.close()

@@ -1,7 +1,7 @@
 """What a grep asks of the index: the trigrams and words every match holds, and the
 changes not indexed yet, whose files it reads whatever the index says.
 
-The backend finds the files they admit (``Index.grep_candidates``); ``trigrams`` and
+The backend finds the files they admit (``Index.candidates``); ``trigrams`` and
 ``phrases`` take the pattern apart.
 """
 

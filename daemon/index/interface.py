@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
-    Counts,
     Described,
-    Embeddable,
-    File,
+    FileState,
+    Listing,
     Query,
+    Record,
     SearchResult,
     Stamp,
-    Stored,
+    Stats,
     Update,
     Words,
 )
@@ -42,6 +42,10 @@ Failure = Literal["damaged", "unwritable", "unavailable"]
 """``damaged``: the index's data is broken; rebuild it from the files. ``unwritable``:
 writes fail for now (a full disk); reads still work. ``unavailable``: the backend
 cannot be reached for now (a database server restarting); retry later."""
+
+
+Maintenance = Literal["refresh", "bulk"]
+"""What ``Index.maintain`` follows: a refresh, or one that wrote many files."""
 
 
 class IndexRefused(Exception):
@@ -73,11 +77,6 @@ class Index(Protocol):
     @property
     def generation(self) -> int:
         """Bumped by ``rebuild``: a read of an older index says nothing of the new one."""
-        ...
-
-    @property
-    def merge_possible(self) -> bool:
-        """Cheap: whether ``optimize_due`` could say yes."""
         ...
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -117,15 +116,16 @@ class Index(Protocol):
         """Re-key the file ``old``, or every file under it, to ``new``; returns how many."""
         ...
 
-    def remove_root(self, root: str) -> int: ...
-    def optimize_due(self) -> bool: ...
-    def optimize(self) -> None: ...
-    def checkpoint(self) -> None:
-        """After a large refresh: give back what the write left behind (a WAL)."""
+    def forget(self, root: str) -> int:
+        """Drop every file of ``root`` (a root removed at runtime); returns how many."""
         ...
 
-    def settle(self) -> None:
-        """Wait until what was committed is durable where readers look."""
+    def maintain(self, after: Maintenance) -> None:
+        """What the index needs after a refresh wrote (``bulk``: many files), so that
+        what was written is where readers look and searches stay fast: SQLite settles
+        or truncates its log and merges its segments once enough was rewritten;
+        PostgreSQL vacuums and analyses after a bulk write. The refresh is done when
+        this runs: a failure here is logged, not the refresh's."""
         ...
 
     # ---------------------------------------------------------------- reads
@@ -137,20 +137,24 @@ class Index(Protocol):
         """``search`` as (document id, score) pairs, the total and the mode."""
         ...
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]: ...
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
-        """(skip_reason, skip_detail) of a known file, None when the index has no row."""
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
+        """The indexed files within ``path_filter`` (None: all), by root and path, at
+        most ``limit`` (None: all of them), and how many there are: for a listing, for
+        a search by meaning within a path (their ids), for the files to embed."""
         ...
 
-    def holds(self, path: str) -> bool:
-        """Whether the index has a row for ``path`` or anything under it."""
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
+        """What the index recorded of the file ``path`` (or, ``under``, of the first
+        file at or under it as a directory); None when it has no row."""
         ...
 
-    def counts(self) -> Counts: ...
-    def indexed_count(self) -> int: ...
-    def size_bytes(self) -> int: ...
+    def stats(self) -> Stats:
+        """How many files it holds (indexed, skipped, per root and machine) and its
+        bytes on disk."""
+        ...
+
     def check(self) -> Checked: ...
-    def grep_candidates(
+    def candidates(
         self,
         query: Query,
         path_filter: str | None,
@@ -164,12 +168,7 @@ class Index(Protocol):
         past PENDING_PATHS pending paths, every indexed file."""
         ...
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
-        """These documents' text, for those still indexed (in no particular order)."""
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        """These documents with their text, for those still indexed (in no particular
+        order)."""
         ...
-
-    def allowed(self, path_filter: str) -> list[int]:
-        """The ids of the indexed files a path filter keeps, ascending."""
-        ...
-
-    def embeddable(self) -> list[Embeddable]: ...

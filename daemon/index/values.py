@@ -1,8 +1,8 @@
 """The values that cross the index interface, in either direction.
 
 What the indexer hands a backend (``Seen``, a prepared ``Document`` or a ``Skipped``,
-the ``Stamp`` a scan compares), what a backend answers (``File``, ``Hit``, ``Record``,
-``Stats``, ``Checked``, ``Described``, ``Candidates``) and what a caller asks with
+the ``Stamp`` a scan compares), what a backend answers (``File``, ``Hit``, ``Indexed``,
+``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``) and what a caller asks with
 (``PathFilter``, a grep's trigram ``Query`` and ``Words``). Plain data: this module
 imports nothing of the daemon, so every layer and every backend may use it.
 """
@@ -167,7 +167,26 @@ class SearchResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Stored:
+class Indexed(File):
+    """An indexed file as ``Index.files`` lists it."""
+
+    id: int
+    indexed_at: float
+    """When it was last written (search by meaning embeds it again when this moves)."""
+
+
+class Listing(NamedTuple):
+    files: list[Indexed]
+    total: int
+    """How many files the listing would hold without its limit."""
+
+
+FileState = tuple[str | None, str | None]
+"""What the index recorded of a file: its skip reason and detail (None, None: indexed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
     """An indexed document, for what is computed from its text (snippets of hits found
     by meaning, passages to embed)."""
 
@@ -179,15 +198,6 @@ class Stored:
     text reads the file: it may be gone, or unreadable for a moment)."""
 
 
-class Embeddable(NamedTuple):
-    """An indexed file as search by meaning decides whether to (re-)embed it."""
-
-    id: int
-    indexed_at: float
-    root: str
-    size: int
-
-
 @dataclass(frozen=True, slots=True)
 class Counts:
     indexed: int
@@ -197,13 +207,22 @@ class Counts:
     """Indexed files per machine, in an index several machines share."""
 
 
-class Checked(NamedTuple):
-    """``kbctl doctor``'s look at the index: its integrity and its size on disk."""
+@dataclass(frozen=True, slots=True)
+class Stats:
+    counts: Counts
+    size_bytes: int
+    """The index's bytes on disk (or in the database, for a shared one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """``kbctl doctor``'s look at the index: its integrity and its size."""
 
     integrity: str
     """``ok`` or what the check found."""
-    db_bytes: int
-    wal_bytes: int
+    size_bytes: int
+    details: dict[str, int] = field(default_factory=dict)
+    """What the backend adds, by name (SQLite: ``db_bytes``, ``wal_bytes``)."""
 
 
 class Described(NamedTuple):

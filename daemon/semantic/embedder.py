@@ -155,7 +155,7 @@ class Embedder:
         counted = self._counted
         if counted is None or counted[:2] != (writes, listed):
             try:
-                files = self.index.embeddable()
+                files = self.index.files(None).files
             except Exception as exc:  # an index out of reach: what the pass knows
                 if self.index.failure(exc) is None:
                     raise
@@ -255,7 +255,9 @@ class Embedder:
         assert self.matrix is not None
         writes = self.index.writes
         wanted = {
-            f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
+            f.id: f.indexed_at
+            for f in self.index.files(None).files
+            if self.eligible(f.root, f.size)
         }
         todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
         gone = [i for i in {*self._stamps, *self._cut_before} if i not in wanted]
@@ -283,7 +285,7 @@ class Embedder:
 
     def _step(self, file_ids: list[int], stamps: dict[int, float]) -> None:
         assert self.matrix is not None
-        stored = self.index.stored(file_ids)
+        stored = self.index.records(file_ids)
         # A file that cannot be read now is left for a later pass, not saved as having
         # no passages.
         unread = {doc.id for doc in stored if doc.body is None}

@@ -111,13 +111,13 @@ def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | N
     before the vector ranking is cut, never after (that would return false empties)."""
     if not path_filter:
         return None
-    return np.array(index.allowed(path_filter), dtype=np.int64)
+    return np.array(sorted(f.id for f in index.files(path_filter).files), dtype=np.int64)
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:
     if not fused:
         return []
-    found = {doc.id: doc for doc in index.stored([c.file_id for c in fused])}
+    found = {doc.id: doc for doc in index.records([c.file_id for c in fused])}
     hits = []
     for c in fused:
         if c.file_id not in found:

@@ -26,21 +26,22 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import psycopg
 from kbindex.daemon.backends.postgres import reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.index.interface import Failure, IndexRefused
+from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
     Counts,
     Described,
     Document,
-    Embeddable,
-    File,
+    FileState,
+    Listing,
     Loaded,
     Query,
+    Record,
     SearchResult,
     SkipReason,
     Stamp,
-    Stored,
+    Stats,
     Update,
     Words,
     recorded,
@@ -82,8 +83,6 @@ class PgIndex:
         self.recovered = ""
         self._writes = 0
         self.generation = 0
-        self.merge_possible = False
-        """PostgreSQL's autovacuum keeps the GIN indexes; there is nothing to merge."""
         self.server = ""
         """The server's version, once connected."""
         self._where = _where(dsn)
@@ -93,6 +92,7 @@ class PgIndex:
         self._migrating = threading.Lock()
         self._claimed: set[str] = set()
         self._counted: tuple[int, reads.Stats] | None = None
+        self._files_counted: tuple[int, Counts] | None = None
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
@@ -293,7 +293,7 @@ class PgIndex:
         self._writes += 1
         return len(rows)
 
-    def remove_root(self, root: str) -> int:
+    def forget(self, root: str) -> int:
         conn = self._conn()
         with conn.transaction():
             removed = conn.execute(
@@ -305,21 +305,14 @@ class PgIndex:
         self._writes += 1
         return removed
 
-    def optimize_due(self) -> bool:
-        return False
-
-    def optimize(self) -> None:
-        pass
-
-    def checkpoint(self) -> None:
+    def maintain(self, after: Maintenance) -> None:
         """After a large refresh: vacuum and analyse the tables it wrote. Until then the
         GIN indexes keep new entries in their pending lists and the postings have no
         visibility map (their index-only scans read the table): searches right after a
-        full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum."""
-        self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
-
-    def settle(self) -> None:
-        pass
+        full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum.
+        Otherwise nothing: autovacuum keeps the GIN indexes, nothing is merged."""
+        if after == "bulk":
+            self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 
     # ---------------------------------------------------------------- reads
 
@@ -348,29 +341,25 @@ class PgIndex:
             counted = self._counted = (writes, self._read(reads.stats))
         return counted[1]
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
-        return self._read(reads.find_files, glob, limit)
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
+        return self._read(reads.files, path_filter, limit)
 
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
-        return self._read(reads.file_state, self.machine, path)
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
+        return self._read(reads.state, self.machine, path, under)
 
-    def holds(self, path: str) -> bool:
-        return self._read(reads.holds, self.machine, path)
-
-    def counts(self) -> Counts:
-        return self._read(reads.counts, self.machine)
-
-    def indexed_count(self) -> int:
-        return self.counts().indexed
-
-    def size_bytes(self) -> int:
-        return self._read(_size_bytes)
+    def stats(self) -> Stats:
+        """The counts are counted again after this daemon's writes or every
+        OTHERS_SECONDS (``writes``)."""
+        writes, counted = self.writes, self._files_counted
+        if counted is None or counted[0] != writes:
+            counted = self._files_counted = (writes, self._read(reads.counts, self.machine))
+        return Stats(counted[1], self._read(_size_bytes))
 
     def check(self) -> Checked:
         """The connection, the schema's version and its extensions."""
         return self._read(_check)
 
-    def grep_candidates(
+    def candidates(
         self,
         query: Query,
         path_filter: str | None,
@@ -378,16 +367,10 @@ class PgIndex:
         new: Sequence[tuple[str, str]],
         words: Words | None,
     ) -> Candidates:
-        return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
+        return self._read(reads.candidates, self.machine, query, path_filter, pending, new)
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
-        return self._read(reads.stored, ids) if ids else []
-
-    def allowed(self, path_filter: str) -> list[int]:
-        return self._read(reads.allowed, path_filter)
-
-    def embeddable(self) -> list[Embeddable]:
-        return self._read(reads.embeddable)
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        return self._read(reads.records, ids) if ids else []
 
 
 def _stored(title: str, body: str, encoding: str | None) -> Loaded:
@@ -411,9 +394,9 @@ def _check(conn: Connection) -> Checked:
     missing = [name for name in schema.EXTENSIONS if name not in found]
     row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
     if not missing:
-        return Checked("ok", _size_bytes(conn), 0)
+        return Checked("ok", _size_bytes(conn))
     version = f"schema {row[0] if row else '?'}"
-    return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn), 0)
+    return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn))
 
 
 def _size_bytes(conn: Connection) -> int:

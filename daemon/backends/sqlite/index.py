@@ -22,16 +22,20 @@ from kbindex.daemon.index.values import (
     Checked,
     Counts,
     Described,
-    Embeddable,
     File,
+    FileState,
+    Listing,
     Query,
+    Record,
     SearchResult,
-    Stored,
+    Stats,
     Words,
 )
 from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from kbindex.daemon.roots import Roots
     from kbindex.daemon.searching.query import Compiled
     from kbindex.daemon.settings import Settings
@@ -39,6 +43,11 @@ if TYPE_CHECKING:
 
 class SqliteIndex(Store):
     backend = "sqlite"
+
+    def __init__(self, db_path: Path, roots: Roots) -> None:
+        super().__init__(db_path, roots)
+        self._counted: tuple[int, Counts | None] = (-1, None)
+        """The last counts, and ``writes`` when they were counted."""
 
     @classmethod
     def configured(cls, settings: Settings, roots: Roots) -> SqliteIndex:
@@ -68,21 +77,25 @@ class SqliteIndex(Store):
         with self.reader() as conn:
             return searcher.rank(conn, compiled, limit, path_filter)
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
         with self.reader() as conn:
-            return searcher.find_files(conn, glob, limit)
+            return searcher.files(conn, path_filter, limit)
 
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
         with self.reader() as conn:
-            return searcher.file_state(conn, path)
+            return searcher.state(conn, path, under=under)
 
-    def holds(self, path: str) -> bool:
-        with self.reader() as conn:
-            return searcher.holds(conn, path)
-
-    def counts(self) -> Counts:
-        with self.reader() as conn:
-            return searcher.counts(conn)
+    def stats(self) -> Stats:
+        """The counts are counted again only after a write: counting scans the files
+        table and clients poll status; any commit may change a count, and nothing else
+        can."""
+        writes, counted = self._counted
+        if writes != self.writes or counted is None:
+            writes = self.writes
+            with self.reader() as conn:
+                counted = searcher.counts(conn)
+            self._counted = (writes, counted)
+        return Stats(counted, self.size_bytes())
 
     def check(self) -> Checked:
         # The whole file at once, the full-text indexes' own checks included (seconds on
@@ -93,9 +106,11 @@ class SqliteIndex(Store):
         with self.readers.fresh() as conn:
             rows = conn.execute("PRAGMA quick_check").fetchall()
         integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
-        return Checked(integrity, *disk_bytes(self.db_path))
+        db_bytes, wal_bytes = disk_bytes(self.db_path)
+        details = {"db_bytes": db_bytes, "wal_bytes": wal_bytes}
+        return Checked(integrity, db_bytes + wal_bytes, details)
 
-    def grep_candidates(
+    def candidates(
         self,
         query: Query,
         path_filter: str | None,
@@ -106,7 +121,7 @@ class SqliteIndex(Store):
         with self.reader() as conn:
             return candidates.find(conn, query, path_filter, pending, new, words)
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
+    def records(self, ids: Sequence[int]) -> list[Record]:
         if not ids:
             return []
         with self.reader() as conn:
@@ -118,20 +133,4 @@ class SqliteIndex(Store):
         # The files are read after the read transaction: the pool's connection is not
         # held through file I/O.
         within = self.roots.inside
-        return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
-
-    def allowed(self, path_filter: str) -> list[int]:
-        cond, params = searcher.path_condition(path_filter)
-        with self.reader() as conn:
-            rows = conn.execute(
-                f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",
-                params,
-            ).fetchall()
-        return [i for (i,) in rows]
-
-    def embeddable(self) -> list[Embeddable]:
-        with self.reader() as conn:
-            rows = conn.execute(
-                "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
-            ).fetchall()
-        return [Embeddable(*row) for row in rows]
+        return [Record(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]

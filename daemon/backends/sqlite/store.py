@@ -33,6 +33,7 @@ from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import Readers
 from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, transaction
+from kbindex.daemon.index.interface import Maintenance
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
     Document,
@@ -139,6 +140,20 @@ class Store:
         """Wait until what was committed is in the database file (no background
         checkpoint running or queued)."""
         self.checkpoints.settle()
+
+    def maintain(self, after: Maintenance) -> None:
+        """After a refresh: a large one's log copied back and emptied (``checkpoint``),
+        another's settled, so that it is in the file when the refresh returns (a
+        no-change refresh right after then sees a still file); then the segments merged
+        when enough was rewritten (``optimize_due``)."""
+        if after == "bulk":
+            self.checkpoint()
+        else:
+            self.settle()
+        if self.merge_possible and self.optimize_due():
+            began = time.monotonic()
+            self.optimize()
+            log.info("merged the full-text index in %.2f s", time.monotonic() - began)
 
     def _drop(self, conn: sqlite.Connection, ids: Sequence[int]) -> None:
         """Remove these documents from the index's tables."""
@@ -315,7 +330,7 @@ class Store:
                 (RETRY_MTIME_NS, as_json(unread)),
             )
 
-    def remove_root(self, root: str) -> int:
+    def forget(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
         with self._transaction():
@@ -378,11 +393,6 @@ class Store:
                 )
             documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
             self.unmerged += len(docs)
-
-    def indexed_count(self) -> int:
-        with self.reader() as conn:
-            row = conn.execute("SELECT count(*) FROM files WHERE skip_reason IS NULL").fetchone()
-        return int(row[0])
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
