@@ -36,10 +36,12 @@ from typing import Any
 
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, write_corpus
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER, TOKENIZER
+from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER
 from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import TOKENIZER
 from kbindex.daemon.indexing import textfile, tokens
+from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.indexer import BATCH_FILES
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
@@ -68,12 +70,11 @@ def index_with_store(root: Path, db_path: Path) -> float:
     batch: list[Any] = []
     for path, _rel in _files(root):
         st = os.stat(path)
-        batch.append(
-            (
-                Seen(path, str(root), st.st_size, st.st_mtime_ns),
-                textfile.load(path, MAX_FILE_BYTES),
-            )
-        )
+        seen = Seen(path, str(root), st.st_size, st.st_mtime_ns)
+        loaded = textfile.load(path, MAX_FILE_BYTES)
+        if isinstance(loaded, textfile.Loaded):
+            loaded = prepare(seen.relpath, loaded)
+        batch.append((seen, loaded))
         if len(batch) >= BATCH_FILES:
             store.apply(batch, [])
             batch = []

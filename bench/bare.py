@@ -127,6 +127,7 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     """Stage store: the daemon's Store.apply, batch by batch, in this thread."""
     from kbindex.daemon.backends.sqlite.store import Store
     from kbindex.daemon.indexing import textfile, tokens
+    from kbindex.daemon.indexing.documents import prepare
     from kbindex.daemon.indexing.indexer import BATCH_FILES
     from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.roots import Roots
@@ -157,7 +158,10 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
             loaded = textfile.load(path, MAX_FILE_BYTES)
             totals[0] += 1
             totals[1] += st.st_size
-            batch.append((Seen(path, root, st.st_size, st.st_mtime_ns), loaded))
+            seen = Seen(path, root, st.st_size, st.st_mtime_ns)
+            if isinstance(loaded, textfile.Loaded):
+                loaded = prepare(seen.relpath, loaded)
+            batch.append((seen, loaded))
             if len(batch) >= BATCH_FILES:
                 store.apply(batch, [])
                 batch = []

@@ -52,11 +52,11 @@ import anyio
 import common
 from index_bench import warm_cache
 from kbindex.daemon.backends.sqlite import candidates
-from kbindex.daemon.backends.sqlite.database import disk_bytes
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
+from kbindex.daemon.engine import disk_bytes
 from kbindex.daemon.grep import grepper as grep
-from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.grep import narrowing, ripgrep
 from kbindex.daemon.roots import Roots
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.client import Client
@@ -394,7 +394,7 @@ def breakdown(db: Path, tree: Path, case: Case) -> dict[str, Any]:
     try:
         for _ in range(6):
             t0 = time.perf_counter()
-            query, words = candidates.required(
+            query, words = narrowing.required(
                 case.pattern, fixed=case.fixed, ignore_case=case.ignore_case, word=case.word
             )
             t1 = time.perf_counter()

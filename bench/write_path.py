@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+from kbindex.daemon.backends.sqlite import documents
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.health import Health
-from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots

@@ -30,9 +30,8 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
-from kbindex.daemon import heap
+from kbindex.daemon import backends, heap
 from kbindex.daemon import settings as settings_mod
-from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, IndexRefused
@@ -191,16 +190,16 @@ async def _serve(
 def _index(settings: Settings, roots: Roots) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
     of them (it keeps no text), from ``roots`` only."""
-    if settings.backend == "postgres":
-        # Imported here: psycopg is an optional extra (kbindex[postgres]).
-        try:
-            from kbindex.daemon.backends.postgres.index import PgIndex
-        except ImportError as exc:
-            raise BackendMissing(
-                f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
-            ) from None
-        return PgIndex(settings.dsn, settings.machine)
-    return SqliteIndex(settings.db_path, roots)
+    name = settings.backend
+    try:
+        backend = backends.load(name)
+    except ImportError as exc:
+        if name == "sqlite":  # the default is no extra: a broken install
+            raise
+        raise BackendMissing(
+            f"backend {name} needs kbindex[{name}] installed ({exc.name} is missing)"
+        ) from None
+    return backend.configured(settings, roots)
 
 
 def _meaning(control: Control, index: Index, commits: Commits, health: Health) -> semantic.Meaning:

@@ -24,8 +24,9 @@ import anyio
 import pytest
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
 from kbindex.daemon.grep.ripgrep import RIPGREP_ENV
-from kbindex.daemon.indexing.scanner import Seen
-from kbindex.daemon.indexing.textfile import Loaded, Skipped, decode
+from kbindex.daemon.index.values import Document, Seen, Skipped
+from kbindex.daemon.indexing.documents import prepare
+from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
 from kbindex.proto.client import Client, ClientError
 
@@ -246,15 +247,17 @@ def with_writable_root(make_daemon: MakeDaemon, base: Path, *extra: str) -> Daem
     return d
 
 
-def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Loaded | Skipped]:
+def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Document | Skipped]:
     """The file ``name`` under the root ``/r``, as a scan sees it and reading it gives:
-    what ``Store.apply`` takes, without a file on disk. Under ``root`` instead, the file
+    what ``Store.apply`` takes (the document prepared, as the indexer hands it), without
+    a file on disk. Under ``root`` instead, the file
     is written there too: for what reads the files (a hit's snippet, a move)."""
     where = "/r" if root is None else str(root)
     if root is not None:
         write(root / name, text)
     seen = Seen(path=f"{where}/{name}", root=where, size=len(text), mtime_ns=1)
-    return seen, decode(text.encode(), len(text), 1)
+    given = decode(text.encode(), len(text), 1)
+    return seen, prepare(seen.relpath, given) if isinstance(given, Loaded) else given
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 from conftest import Daemon
-from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite import documents, schema
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.grep import ripgrep
-from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.proto.messages import GREP_LINE_CHARS, Grep, GrepLine, GrepReply
 
@@ -62,7 +62,7 @@ def add_document(conn: sqlite.Connection, path: str, root: str, raw: bytes) -> L
         (path, root, relpath, len(raw)),
     ).lastrowid
     assert rowid is not None
-    documents.insert(conn, [documents.entry(rowid, documents.prepare(relpath, loaded))])
+    documents.insert(conn, [documents.entry(rowid, prepare(relpath, loaded))])
     return loaded
 
 

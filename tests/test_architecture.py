@@ -49,3 +49,42 @@ def test_a_front_end_importing_the_daemon_breaks_a_contract() -> None:
     assert done.returncode != 0
     assert "front ends never import the daemon BROKEN" in done.stdout
     assert "kbindex.ctl.planted -> kbindex.daemon.app" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("where", "planted", "contract"),
+    [
+        (
+            "index",
+            "kbindex.daemon.indexing.scanner",
+            "the index interface imports nothing else of the daemon",
+        ),
+        (
+            "backends/postgres",
+            "kbindex.daemon.backends.sqlite.store",
+            "the backends are independent",
+        ),
+        (
+            "serving",
+            "kbindex.daemon.backends.sqlite.index",
+            "only the composition root imports a backend",
+        ),
+        ("indexing", "kbindex.daemon.serving.service", "the daemon's stages are layers"),
+    ],
+)
+def test_a_daemon_import_across_the_seam_breaks_a_contract(
+    where: str, planted: str, contract: str
+) -> None:
+    # kbindex.daemon is a regular package: the whole of it is copied, first on the path.
+    plant = Path(tempfile.mkdtemp(prefix="kbplant-"))
+    try:
+        shutil.copytree(ROOT / "daemon", plant / "kbindex" / "daemon")
+        (plant / "kbindex" / "daemon" / where / "planted.py").write_text(f"import {planted}\n")
+        done = _lint(str(plant))
+    finally:
+        shutil.rmtree(plant)
+    assert done.returncode != 0
+    assert f"{contract} BROKEN" in done.stdout
+    source = "kbindex.daemon." + where.replace("/", ".") + ".planted"
+    # Long lines wrap in lint-imports' report.
+    assert f"{source} -> {planted}" in " ".join(done.stdout.split())

@@ -24,7 +24,7 @@ def _file_alone(db: Path, copy: Path) -> sqlite.Connection:
 
 def test_a_commit_reaches_the_database_file_in_the_background(store: Store, tmp_path: Path) -> None:
     store.apply([note("a.md", "walrus harbour")], [])
-    store.settle()
+    store.maintain("refresh")
     with closing(_file_alone(store.db_path, tmp_path / "main-copy")) as main:
         assert main.execute("SELECT relpath FROM files").fetchall() == [("a.md",)]
         words = main.execute("SELECT term FROM docs_exact_words WHERE term = 'walrus'")

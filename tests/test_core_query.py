@@ -9,8 +9,9 @@ from conftest import Daemon, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite.documents import entry, insert
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.indexing.documents import entry, insert, prepare
+from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching.query import BadQuery, parse, to_plan
 

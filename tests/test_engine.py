@@ -1,4 +1,4 @@
-"""The SQLite library the daemon uses (``daemon/backends/sqlite/engine.py``): real
+"""The SQLite library the daemon uses (``daemon/engine.py``): real
 connections, a real subprocess for what the environment can turn on."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 
 _READ_A_FILE = """
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 conn = sqlite.connect(":memory:")
 for sql in ("SELECT fileio_read('/etc/hostname')", "SELECT readfile('/etc/hostname')"):
     try:

@@ -15,11 +15,13 @@ import pytest
 from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon.backends.sqlite import documents as tables
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite import store as store_module
-from kbindex.daemon.backends.sqlite.database import disk_bytes, legacy_exact_path
+from kbindex.daemon.backends.sqlite.database import legacy_exact_path
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import disk_bytes
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.roots import Roots
@@ -207,7 +209,7 @@ def test_a_moved_directory_is_indexed_again_from_its_files(
     stamps = {p: mtime for p, _, mtime, *_ in store.known(None, 1 << 20)}
     assert stamps[f"{r}/new/n4.md"] == RETRY_MTIME_NS
     assert stamps[f"{r}/new/n0.md"] == 1
-    for table in (*documents.TABLES, "titles"):
+    for table in (*tables.TABLES, "titles"):
         held = {i for (i,) in store.writer.execute(f"SELECT rowid FROM {table}")}
         assert held == {ids[f"old/n{i}.md"] for i in range(4)}, table
     assert_in_step(store)

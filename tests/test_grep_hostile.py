@@ -13,10 +13,10 @@ import msgspec
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
-from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.grep import grepper as grepping
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.grep.grepper import DEADLINE_SECONDS
+from kbindex.daemon.index.values import Candidates
 from kbindex.daemon.roots import Roots
 from kbindex.proto import framing
 from kbindex.proto.client import DaemonError
@@ -222,9 +222,7 @@ async def test_past_the_limit_a_file_with_a_nul_is_counted_by_its_lines(
         write(tmp_path / name, data)
     monkeypatch.setattr(grepping, "CHUNK_FILES", (1, 1))
     paths = {str(tmp_path / name): len(data) for name, data in files.items()}
-    found = candidates.Candidates.of(
-        paths, scanned_all=True, uncounted=[str(tmp_path / "c nul.txt")]
-    )
+    found = Candidates.of(paths, scanned_all=True, uncounted=[str(tmp_path / "c nul.txt")])
     outcome = await grepping.Grepper(Roots((tmp_path,))).run(ripgrep.Flags("needle"), found, 1)
     assert [(Path(ln.path).name, ln.line) for ln in outcome.lines] == [("a.txt", 1)]
     assert (outcome.total, outcome.files, outcome.truncated) == (4, 3, True)

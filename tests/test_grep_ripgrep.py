@@ -12,10 +12,10 @@ import anyio
 import pytest
 from conftest import MakeDaemon, write
 from grep_helpers import needs_rg
-from kbindex.daemon.backends.sqlite.candidates import Candidates
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.grep.ripgrep import RIPGREP_ENV, Flags
+from kbindex.daemon.index.values import Candidates
 from kbindex.daemon.roots import Roots
 
 

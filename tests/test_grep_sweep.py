@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
-from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.grep import grepper as grepping
 from kbindex.daemon.grep import ripgrep, sweep
+from kbindex.daemon.index.values import Candidates
 from kbindex.daemon.indexing import grams
 from kbindex.daemon.roots import Roots
 from kbindex.proto.messages import Grep, GrepReply
@@ -137,9 +137,7 @@ async def test_a_walk_printing_more_than_a_runs_output_cap_is_complete(
     for name in names:
         write(root / name, "ab\nab\n")
     monkeypatch.setattr(grepping, "CHUNK_OUTPUT_BYTES", 1000)
-    found = candidates.Candidates.of(
-        {str(root / n): 6 for n in names}, scanned_all=True, uncounted=[]
-    )
+    found = Candidates.of({str(root / n): 6 for n in names}, scanned_all=True, uncounted=[])
     grepper = grepping.Grepper(Roots((root,)))
     outcome = await sweep.run(grepper, ripgrep.Flags("ab"), found, [str(root)], 3)
     assert (outcome.total, outcome.files, outcome.complete) == (600, 300, True)

@@ -8,23 +8,23 @@ import pytest
 from grep_helpers import add_document, memory_index
 from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.grep import trigrams
+from kbindex.daemon.grep import narrowing, trigrams
 
 
 def test_beside_a_literals_words_a_few_trigrams_spread_over_it_are_asked() -> None:
     literal = "devm_hwmon_device_register_with_info"
     every = trigrams.required(literal)
-    query, words = candidates.required(literal, fixed=False, ignore_case=False, word=True)
+    query, words = narrowing.required(literal, fixed=False, ignore_case=False, word=True)
     assert words is not None
     assert isinstance(every, trigrams.And)
     assert isinstance(query, trigrams.And)
-    assert len(query.parts) == candidates.TRIGRAMS_BESIDE_WORDS
+    assert len(query.parts) == narrowing.TRIGRAMS_BESIDE_WORDS
     assert query.parts < every.parts
     first, last = literal[:3].encode().hex(), literal[-3:].encode().hex()
     assert {first, last} <= query.parts
     # Without words (a literal whose edges may be glued), every trigram is asked.
     fixed = "Invalid number of channels"
-    assert candidates.required(fixed, fixed=True, ignore_case=False, word=False) == (
+    assert narrowing.required(fixed, fixed=True, ignore_case=False, word=False) == (
         trigrams.required(fixed, fixed=True),
         None,
     )
@@ -54,9 +54,7 @@ def test_the_files_of_a_literals_words_are_narrowed_by_its_trigrams_when_many(ne
     texts |= {f"near{i}.txt": f"the kmem cache alloc path, note {i}\n" for i in range(near)}
     texts["other.txt"] = "kmem_cache_free only\n"
     conn = _indexed(texts)
-    query, words = candidates.required(
-        "kmem_cache_alloc", fixed=False, ignore_case=False, word=True
-    )
+    query, words = narrowing.required("kmem_cache_alloc", fixed=False, ignore_case=False, word=True)
     found = set(candidates.find(conn, query, None, [], [], words).paths)
     reals = {f"/r/real{i}.c" for i in range(3)}
     if near > candidates.FEW_FILES:

@@ -1,4 +1,4 @@
-"""How ``hybrid`` fuses the word ranking and the vector ranking (daemon/searching/hybrid.py),
+"""How ``hybrid`` fuses the word ranking and the vector ranking (daemon/semantic/hybrid.py),
 on a real index and a real matrix whose vectors the test chooses (no model: what the
 fusion does with given similarities is the point)."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
-from kbindex.daemon.index.interface import Hit, SearchResult
-from kbindex.daemon.searching import hybrid
+from kbindex.daemon.index.values import Hit, SearchResult
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.semantic import hybrid
 from kbindex.daemon.semantic.matrix import Matrix
 
 QUERY = np.array([1.0, 0.0], dtype=np.float32)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from conftest import note
-from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite import documents, schema
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.indexing import documents, grams
-from kbindex.daemon.indexing.textfile import Loaded
+from kbindex.daemon.index.values import Document
+from kbindex.daemon.indexing import grams
 from kbindex.daemon.roots import Roots
 
 MB = 1 << 20
@@ -165,9 +165,9 @@ def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: P
         # Written out inside the transaction, not at its commit.
         conn.execute("BEGIN")
         segments = conn.execute("SELECT count(*) FROM docs_data").fetchone()[0]
-        _, loaded = note("big2.h", big.lower())
-        assert isinstance(loaded, Loaded)
-        documents.insert(conn, [documents.entry(99, documents.prepare("big2.h", loaded))])
+        _, doc = note("big2.h", big.lower())
+        assert isinstance(doc, Document)
+        documents.insert(conn, [documents.entry(99, doc)])
         assert conn.execute("SELECT count(*) FROM docs_data").fetchone()[0] > segments
         conn.execute("ROLLBACK")
     finally:

@@ -7,7 +7,7 @@ indexed files re-keyed to a secret file outside the roots, named directly, throu
 ``..``, through a directory symlink in the root and as a file symlink in the root. grep
 (by trigrams, over every file, by name), search snippets and read_file must never show
 the secret; the real file beside them is still found. Search by meaning reads its
-passages where snippets are read (``Store.stored``), checked on a real index file.
+passages where snippets are read (``Index.records``), checked on a real index file.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ async def test_planted_rows_never_make_the_daemon_read_outside_its_roots(
 
 
 def test_passages_to_embed_are_read_from_the_roots_only(tmp_path: Path) -> None:
-    """What search by meaning embeds and shows (``Index.stored``) of a row re-keyed to a
+    """What search by meaning embeds and shows (``Index.records``) of a row re-keyed to a
     file outside the roots is nothing; the file inside is read."""
     root, hidden = tmp_path / "root", tmp_path / "hidden"
     write(hidden / "secret.md", f"{WORD} {SECRET}\n")
@@ -132,7 +132,7 @@ def test_passages_to_embed_are_read_from_the_roots_only(tmp_path: Path) -> None:
             "UPDATE files SET path = ?, root = ? WHERE path = ?",
             (str(hidden / "secret.md"), str(hidden), str(root / "b.md")),
         )
-        bodies = {s.file.path: s.body for s in store.stored(list(ids.values()))}
+        bodies = {s.file.path: s.body for s in store.records(list(ids.values()))}
     finally:
         store.close()
     assert bodies == {str(root / "a.md"): f"{WORD} inside\n", str(hidden / "secret.md"): None}

@@ -16,10 +16,11 @@ import pytest
 from conftest import Daemon, note, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kbindex.daemon.backends.sqlite import schema, searcher
+from kbindex.daemon.backends.sqlite import documents, schema, searcher
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.indexing import documents, tokens
+from kbindex.daemon.indexing import tokens
+from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
@@ -308,7 +309,7 @@ def tables() -> Iterator[sqlite.Connection]:
     for i, text in enumerate(["parseHttpRequest max_file_size_mb", "東京都 京都", "plain"]):
         loaded = decode(text.encode(), len(text), 0)
         assert isinstance(loaded, Loaded)
-        doc = documents.prepare(f"f{i}.md", loaded)
+        doc = prepare(f"f{i}.md", loaded)
         documents.insert(conn, [documents.entry(i + 1, doc)])
     yield conn
     conn.close()
@@ -385,9 +386,9 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         check("parse OR moved", 0)
         # A root removed at runtime leaves neither table holding its words.
         seen = Seen(path="/r2/b.md", root="/r2", size=len(text), mtime_ns=1)
-        s.apply([(seen, decode(text.encode(), len(text), 1))], [])
+        s.apply([(seen, prepare("b.md", Loaded(text, "utf-8", "", len(text), 1)))], [])
         check("parse* OR 東京", 1)
-        assert s.remove_root("/r2") == 1
+        assert s.forget("/r2") == 1
         check("parse* OR 東京", 0)
     finally:
         s.close()

@@ -27,8 +27,8 @@ from typing import Final
 
 import anyio
 from anyio.abc import Process, TaskGroup
-from kbindex.daemon.backends.sqlite.candidates import Candidates
 from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.index.values import Candidates
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.roots import Roots
 from kbindex.proto.messages import GREP_LINE_CHARS

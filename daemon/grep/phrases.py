@@ -32,9 +32,9 @@ Only patterns that are literals count (``-F``, or a regex with no metacharacter)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.index.values import Words as Words
 from kbindex.daemon.indexing.grams import tokens
 from kbindex.daemon.indexing.tokens import fts5_string
 
@@ -47,15 +47,6 @@ gained from a hash-like word the trigrams do not already pin down."""
 _RUN: Final = re.compile(r"[^\x00-/:-@\[-`{-\x7f]+")
 """A run of characters between ASCII characters that are not letters or digits."""
 _METACHARACTERS: Final = frozenset("\\.+*?()|[]{}^$")
-
-
-@dataclass(frozen=True, slots=True)
-class Words:
-    phrases: str
-    """An FTS5 MATCH expression on ``docs``."""
-    unless: str | None = None
-    """An FTS5 MATCH expression on ``docs_grams``: files it admits stay candidates
-    whatever their words (``-w`` edges next to a non-ASCII byte)."""
 
 
 def required(pattern: str, *, fixed: bool, word: bool, ignore_case: bool) -> Words | None:

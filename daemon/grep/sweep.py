@@ -34,7 +34,6 @@ from functools import partial
 from typing import Final
 
 import anyio
-from kbindex.daemon.backends.sqlite.candidates import Candidates, order
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.grep.grepper import (
     DEADLINE_SECONDS,
@@ -46,6 +45,7 @@ from kbindex.daemon.grep.grepper import (
     task_group,
 )
 from kbindex.daemon.index.plan import PathFilter
+from kbindex.daemon.index.values import Candidates, order
 from kbindex.daemon.indexing.ignore import IGNORED_DIR_NAMES
 from kbindex.daemon.indexing.textfile import real_path
 

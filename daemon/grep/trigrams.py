@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final
 
+from kbindex.daemon.index.values import And as And
+from kbindex.daemon.index.values import Or as Or
+from kbindex.daemon.index.values import Query as Query
 from kbindex.daemon.indexing.grams import tokens
 
 MAX_EXACT: Final = 16
@@ -41,18 +44,6 @@ MAX_DEPTH: Final = 16
 past about 30 levels, which nested alternations ripgrep accepts reach."""
 
 
-@dataclass(frozen=True, slots=True)
-class And:
-    parts: frozenset[Query]
-
-
-@dataclass(frozen=True, slots=True)
-class Or:
-    parts: frozenset[Query]
-
-
-Query: TypeAlias = str | And | Or | None
-"""A trigram, an AND or OR of queries, or ``ANY`` (None): every file."""
 ANY: Final[Query] = None
 
 
@@ -438,14 +429,3 @@ class _Parser:
                 depth += 1
             elif ch == "]":
                 depth -= 1
-
-
-def match_expression(query: Query) -> str | None:
-    """The query as an FTS5 MATCH expression (None for ANY)."""
-    if query is None:
-        return None
-    if isinstance(query, str):
-        return f'"{query}"'
-    glue = " AND " if isinstance(query, And) else " OR "
-    parts = sorted(match_expression(p) or "" for p in query.parts)
-    return "(" + glue.join(parts) + ")"

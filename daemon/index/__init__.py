@@ -1,2 +1,4 @@
-"""The index as the rest of the daemon sees it: the interface every backend implements
-(``interface``) and the query plan each one renders in its own syntax (``plan``)."""
+"""The index as the rest of the daemon sees it, and the seam every backend plugs into:
+``interface`` (the ``Index`` protocol and the errors that cross it) and ``values``
+(everything that crosses it), and ``plan``, the neutral query plan each backend renders
+in its own syntax. It imports nothing else of the daemon."""

@@ -4,28 +4,35 @@ Two backends implement ``Index``: ``sqlite.SqliteIndex`` (the default: one file 
 state directory, written by this daemon alone) and ``postgres.PgIndex`` (a PostgreSQL
 database that daemons on several machines share). The indexer writes through it, the
 service and search by meaning read through it, and neither knows which one it has: a
-third backend is a class of its own and a line in ``app``.
+third backend is a folder of its own and a line in ``backends.BACKENDS``.
 
-The values that cross the interface are defined here, so a backend needs nothing of
-another one. Errors cross it as the backend's own exceptions; ``Index.failure`` says
-what each one means for the daemon (rebuild, retry later, or a plain bug).
+The values that cross the interface are defined in ``values``, so a backend needs
+nothing of another one, and this package imports nothing else of the daemon. Errors
+cross it as the backend's own exceptions; ``Index.failure`` says what each one means
+for the daemon (rebuild, retry later, or a plain bug).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
+from typing import Literal, Protocol
 
 from kbindex.daemon.index.plan import Plan
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Seen, Stamp
-from kbindex.daemon.indexing.textfile import Loaded, Skipped
-
-if TYPE_CHECKING:
-    from kbindex.daemon.backends.sqlite.candidates import Candidates
-    from kbindex.daemon.grep import phrases, trigrams
+from kbindex.daemon.index.values import (
+    Candidates,
+    Checked,
+    Described,
+    FileState,
+    Listing,
+    Query,
+    Record,
+    SearchResult,
+    Stamp,
+    Stats,
+    Update,
+    Words,
+)
 
 Failure = Literal["damaged", "unwritable", "unavailable"]
 """``damaged``: the index's data is broken; rebuild it from the files. ``unwritable``:
@@ -33,117 +40,21 @@ writes fail for now (a full disk); reads still work. ``unavailable``: the backen
 cannot be reached for now (a database server restarting); retry later."""
 
 
+Maintenance = Literal["refresh", "bulk"]
+"""What ``Index.maintain`` follows: a refresh, or one that wrote many files."""
+
+
 class IndexRefused(Exception):
     """The index cannot be used by this daemon at all (a shared database written by a
     newer kbindexd): restarting would not help."""
-
-
-Update = tuple[Seen, documents.Document | Loaded | Skipped]
-"""A file seen by a scan and what reading it gave. The indexer passes a ``Document``
-(prepared in its reader thread); a ``Loaded`` is prepared by the backend."""
-
-
-FileValues = tuple[int, int, str | None, str | None, str | None]
-"""What a backend records of a file besides its path and stamp: size, mtime_ns,
-encoding (indexed files), skip reason and detail (skipped files)."""
-
-
-def recorded(update: Update) -> tuple[documents.Document | None, FileValues]:
-    """What a backend writes for ``update``: the document (None for a skipped file,
-    which has none) and the file's values."""
-    seen, given = update
-    outcome = documents.prepare(seen.relpath, given) if isinstance(given, Loaded) else given
-    if isinstance(outcome, documents.Document):
-        loaded = outcome.loaded
-        return outcome, (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
-    size, mtime_ns = outcome.size or seen.size, outcome.mtime_ns or seen.mtime_ns
-    return None, (size, mtime_ns, None, outcome.reason, outcome.detail)
 
 
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
 
 
-@dataclass(frozen=True, slots=True)
-class File:
-    """An indexed file as a listing or a hit shows it."""
-
-    path: str
-    root: str
-    relpath: str
-    size: int
-    mtime_ns: int
-    machine: str = field(default="", kw_only=True)
-    """The machine whose disk holds it, in an index several machines share ("" in an
-    index of this machine alone)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Hit(File):
-    """A document found, with where it matched best."""
-
-    title: str
-    score: float
-    """Higher is better (bm25 for words)."""
-    snippet: str
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    hits: list[Hit]
-    total: int
-    mode: str
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """An indexed document, for what is computed from its text (snippets of hits found
-    by meaning, passages to embed)."""
-
-    id: int
-    file: File
-    title: str
-    body: str | None
-    """Its text; None when it cannot be read now (an index that keeps no copy of the
-    text reads the file: it may be gone, or unreadable for a moment)."""
-
-
-class Embeddable(NamedTuple):
-    """An indexed file as search by meaning decides whether to (re-)embed it."""
-
-    id: int
-    indexed_at: float
-    root: str
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    indexed: int
-    skipped: dict[str, int]
-    per_root: dict[str, int]
-    per_machine: dict[str, int] = field(default_factory=dict)
-    """Indexed files per machine, in an index several machines share."""
-
-
-class Checked(NamedTuple):
-    """``kbctl doctor``'s look at the index: its integrity and its size on disk."""
-
-    integrity: str
-    """``ok`` or what the check found."""
-    db_bytes: int
-    wal_bytes: int
-
-
-class Described(NamedTuple):
-    """What status says of the backend."""
-
-    name: str
-    server: str
-    """The database engine and where it is, never credentials."""
-    machine: str = ""
-    """This daemon's machine name, in an index several machines share."""
+class TooSlow(Exception):
+    """A read ran past its deadline (a grep's candidate files)."""
 
 
 class Index(Protocol):
@@ -156,11 +67,6 @@ class Index(Protocol):
     @property
     def generation(self) -> int:
         """Bumped by ``rebuild``: a read of an older index says nothing of the new one."""
-        ...
-
-    @property
-    def merge_possible(self) -> bool:
-        """Cheap: whether ``optimize_due`` could say yes."""
         ...
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -200,15 +106,16 @@ class Index(Protocol):
         """Re-key the file ``old``, or every file under it, to ``new``; returns how many."""
         ...
 
-    def remove_root(self, root: str) -> int: ...
-    def optimize_due(self) -> bool: ...
-    def optimize(self) -> None: ...
-    def checkpoint(self) -> None:
-        """After a large refresh: give back what the write left behind (a WAL)."""
+    def forget(self, root: str) -> int:
+        """Drop every file of ``root`` (a root removed at runtime); returns how many."""
         ...
 
-    def settle(self) -> None:
-        """Wait until what was committed is durable where readers look."""
+    def maintain(self, after: Maintenance) -> None:
+        """What the index needs after a refresh wrote (``bulk``: many files), so that
+        what was written is where readers look and searches stay fast: SQLite settles
+        or truncates its log and merges its segments once enough was rewritten;
+        PostgreSQL vacuums and analyses after a bulk write. The refresh is done when
+        this runs: a failure here is logged, not the refresh's."""
         ...
 
     # ---------------------------------------------------------------- reads
@@ -221,36 +128,38 @@ class Index(Protocol):
         """``search`` as (document id, score) pairs, the total and the mode."""
         ...
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]: ...
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
-        """(skip_reason, skip_detail) of a known file, None when the index has no row."""
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
+        """The indexed files within ``path_filter`` (None: all), by root and path, at
+        most ``limit`` (None: all of them), and how many there are: for a listing, for
+        a search by meaning within a path (their ids), for the files to embed."""
         ...
 
-    def holds(self, path: str) -> bool:
-        """Whether the index has a row for ``path`` or anything under it."""
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
+        """What the index recorded of the file ``path`` (or, ``under``, of the first
+        file at or under it as a directory); None when it has no row."""
         ...
 
-    def counts(self) -> Counts: ...
-    def indexed_count(self) -> int: ...
-    def size_bytes(self) -> int: ...
+    def stats(self) -> Stats:
+        """How many files it holds (indexed, skipped, per root and machine) and its
+        bytes on disk."""
+        ...
+
     def check(self) -> Checked: ...
-    def grep_candidates(
+    def candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
+        words: Words | None,
     ) -> Candidates:
-        """The files that may hold a match of a grep (see ``candidates.find``)."""
+        """The files that may hold a match of a grep: those the trigram ``query`` and
+        the ``words`` admit, those under a ``pending`` path (a change not indexed yet)
+        and the ``new`` files (path, relpath) not indexed yet, within ``path_filter``;
+        past PENDING_PATHS pending paths, every indexed file."""
         ...
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
-        """These documents' text, for those still indexed (in no particular order)."""
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        """These documents with their text, for those still indexed (in no particular
+        order)."""
         ...
-
-    def allowed(self, path_filter: str) -> list[int]:
-        """The ids of the indexed files a path filter keeps, ascending."""
-        ...
-
-    def embeddable(self) -> list[Embeddable]: ...

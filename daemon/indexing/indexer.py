@@ -38,7 +38,8 @@ from kbindex.daemon.health import (
     Writes,
 )
 from kbindex.daemon.index.commits import Commits
-from kbindex.daemon.index.interface import Index, Update
+from kbindex.daemon.index.interface import Index
+from kbindex.daemon.index.values import Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk
@@ -56,7 +57,7 @@ PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
 CHECKPOINT_AFTER_FILES: Final = 1000
-"""A refresh that wrote this many files empties the WAL when it ends."""
+"""A refresh that wrote this many files is a bulk write (``Index.maintain``)."""
 
 ProgressCallback = Callable[[Progress], Awaitable[None]]
 T = TypeVar("T")
@@ -125,15 +126,14 @@ class Indexer:
             log.info("index writes work again")
             self.health.record(Writes())
 
-    async def _optimize(self) -> None:
-        began = time.monotonic()
+    async def _maintain(self, outcome: Outcome) -> None:
+        """The index's housekeeping after a refresh (``Index.maintain``)."""
+        bulk = outcome.changed + outcome.removed >= CHECKPOINT_AFTER_FILES
         try:
-            await self._write(self.index.optimize)
+            await self._commit(self.index.maintain, "bulk" if bulk else "refresh")
         except Exception as exc:
-            # The refresh itself is done; the index tries the merge again later.
-            log.warning("merging the full-text index failed: %s", exc)
-            return
-        log.info("merged the full-text index in %.2f s", time.monotonic() - began)
+            # The refresh itself is done; the index tries again after the next one.
+            log.warning("maintaining the index failed: %s", exc)
 
     async def rebuild(self, reason: str) -> None:
         """Replace a damaged database with an empty one (the next refresh fills it)."""
@@ -168,10 +168,7 @@ class Indexer:
                     # work off while the indexer writes (search by meaning) starts now.
                     self.commits.committed()
             self._writable()
-            # Every saved file ends a refresh here: skip the hop to the writer thread
-            # until enough documents were written for a merge to be possible.
-            if self.index.merge_possible and await self._write(self.index.optimize_due):
-                await self._optimize()
+            await self._maintain(outcome)
             if scope is None:
                 self.health.record(Scanned(outcome.seconds))
             # Event-driven refreshes (every saved file) log at debug, full scans at info.
@@ -270,12 +267,6 @@ class Indexer:
                 self.health.record(progress)
                 if on_progress is not None:
                     await on_progress(progress)
-        if total + len(removed) >= CHECKPOINT_AFTER_FILES:
-            await self._write(self.index.checkpoint)
-        elif total or removed:
-            # What this refresh wrote is in the database file when it returns, not
-            # moments later (a no-change refresh right after then sees a still file).
-            await self._write(self.index.settle)
         outcome = Outcome(sum(listed), total, len(removed), errors, time.monotonic() - started)
         self._report_roots(targets, listed, changed, removed, outcome.seconds)
         return outcome
@@ -328,7 +319,7 @@ class Indexer:
     async def remove_root(self, root: str) -> int:
         """Forget every document of a root that is no longer indexed."""
         async with self._job:
-            return await self._commit(self.index.remove_root, root)
+            return await self._commit(self.index.forget, root)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []

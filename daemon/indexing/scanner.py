@@ -22,46 +22,14 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
+from kbindex.daemon.index.values import Seen as Seen
+from kbindex.daemon.index.values import Stamp as Stamp
 from kbindex.daemon.indexing.ignore import WRITING_MARK, Chain, IgnoreRules
 from kbindex.daemon.indexing.textfile import display_path, real_path
 
 log = logging.getLogger(__name__)
-
-
-class Seen(NamedTuple):
-    """A file as listed, to be read. A named tuple, not a frozen dataclass: a first scan
-    builds one per file, and a frozen dataclass sets each field through
-    ``object.__setattr__``; its path relative to the root is computed, not kept (a
-    first scan of a kernel tree holds 78,000 of them while it indexes)."""
-
-    path: str
-    root: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int = 0
-    ino: int = 0
-    dev: int = 0
-
-    @property
-    def signature(self) -> tuple[int, int, int, int, int]:
-        """What git's index compares to tell a file changed without reading it. Size and
-        mtime alone miss an edit that keeps them (``cp -p``, ``touch -r``, ``rsync -t``,
-        ``tar x``, a restored backup): the change time cannot be set back, and a file
-        replaced by another gets a new inode."""
-        return self[2:7]
-
-    @property
-    def relpath(self) -> str:
-        return self.path[len(self.root) + 1 :]
-
-
-Stamp = tuple[str, int, int, int, int, int]
-"""A file as listed: (path, size, mtime_ns, ctime_ns, ino, dev), the order of the rows
-``Index.known`` returns. A plain tuple, hashed and compared in C: an unchanged file
-costs a rescan this tuple and a set lookup, no other Python object or call. The last
-five are ``Seen.signature``."""
 
 
 class Pending:

@@ -13,9 +13,12 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.index.values import RETRY_MTIME_NS as RETRY_MTIME_NS
+from kbindex.daemon.index.values import Loaded as Loaded
+from kbindex.daemon.index.values import Skipped as Skipped
+from kbindex.daemon.index.values import SkipReason as SkipReason
 from kbindex.daemon.indexing.titles import extract_title as extract_title
 
 SAMPLE_BYTES: Final = 8192
@@ -23,42 +26,9 @@ CONTROL_RATIO_LIMIT: Final = 0.10
 _CONTROL_BYTES: Final = bytes(sorted(frozenset(range(32)) - {9, 10, 12, 13, 27}))
 
 
-class SkipReason:
-    """Why a file seen in a root is not in the index (stable strings, shown to users)."""
-
-    BINARY: Final = "binary"
-    TOO_LARGE: Final = "too_large"
-    UNDECODABLE: Final = "undecodable"
-    UNREADABLE: Final = "unreadable"
-    NOT_REGULAR: Final = "not_regular"
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    text: str
-    encoding: str
-    title: str
-    size: int
-    mtime_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    reason: str
-    detail: str
-    size: int
-    mtime_ns: int
-
-
 class Vanished(Exception):
     """The file disappeared between being listed and being read."""
 
-
-RETRY_MTIME_NS: Final = -1
-"""Recorded as the mtime of a file that could not be read (permission denied, too many
-open files, an I/O error): it matches no file on disk, so the next scan or event tries
-again. Why: fixing the cause (``chmod``, closing files) does not change the file's own
-mtime, and a skip recorded with the real mtime would stay until the file is edited."""
 
 _ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")
 

@@ -30,7 +30,7 @@ import os
 import time
 import unicodedata
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +41,6 @@ import anyio.to_thread
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notefile import NAME_MAX, NoteError, NoteFile, error_code
 from kbindex.daemon.roots import MAX_PATH_CHARS, Located, Roots
-from kbindex.daemon.serving.control import Control
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import AppendNote, DeleteNote, EditNote, MoveNote, WriteNote
 
@@ -85,8 +84,9 @@ REMEMBERED: Final = 1000
 
 
 class Notes:
-    def __init__(self, control: Control, roots: Roots, indexer: Indexer) -> None:
-        self.control = control
+    def __init__(self, settings: Callable[[], Settings], roots: Roots, indexer: Indexer) -> None:
+        self._settings = settings
+        """The settings in force (``Control.settings``)."""
         self.roots = roots
         self.indexer = indexer
         self._lock = anyio.Lock()
@@ -122,7 +122,7 @@ class Notes:
     @property
     def settings(self) -> Settings:
         """The settings in force (a reload may change which roots are writable)."""
-        return self.control.settings
+        return self._settings()
 
     async def handle(self, request: NoteRequest) -> Written:
         match request:

@@ -2,6 +2,5 @@
 
 ``query`` turns what was typed into a plan (``index.plan``), the backend ranks it,
 ``passages`` finds each hit's line and snippet (the words marked where they match, by
-``stems``, the index's own stemmer), ``hybrid`` fuses words and meaning;
-``explanation`` says why a path is or is not indexed.
+``stems``, the index's own stemmer); ``explanation`` says why a path is or is not indexed.
 """

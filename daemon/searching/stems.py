@@ -18,8 +18,7 @@ import threading
 from functools import lru_cache
 from typing import Final
 
-from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.backends.sqlite.schema import TOKENIZER
+from kbindex.daemon.engine import TOKENIZER, sqlite
 
 _CACHED: Final = 1 << 16
 

@@ -26,7 +26,7 @@ from typing import Final
 
 import anyio
 import numpy as np
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index
@@ -161,7 +161,7 @@ class Embedder:
         counted = self._counted
         if counted is None or counted[:2] != (commits, listed):
             try:
-                files = self.index.embeddable()
+                files = self.index.files(None).files
             except Exception as exc:  # an index out of reach: what the pass knows
                 if self.index.failure(exc) is None:
                     raise
@@ -265,7 +265,9 @@ class Embedder:
         assert self.matrix is not None
         commits = self.commits.count
         wanted = {
-            f.id: f.indexed_at for f in self.index.embeddable() if self.eligible(f.root, f.size)
+            f.id: f.indexed_at
+            for f in self.index.files(None).files
+            if self.eligible(f.root, f.size)
         }
         todo = [i for i, stamp in wanted.items() if self._stamps.get(i) != stamp]
         gone = [i for i in {*self._stamps, *self._cut_before} if i not in wanted]
@@ -293,7 +295,7 @@ class Embedder:
 
     def _step(self, file_ids: list[int], stamps: dict[int, float]) -> None:
         assert self.matrix is not None
-        stored = self.index.stored(file_ids)
+        stored = self.index.records(file_ids)
         # A file that cannot be read now is left for a later pass, not saved as having
         # no passages.
         unread = {doc.id for doc in stored if doc.body is None}

@@ -30,8 +30,7 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.backends.sqlite.database import delete_files, disk_bytes, transaction
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import delete_files, disk_bytes, sqlite, transaction
 from kbindex.daemon.semantic import chunks
 
 SCHEMA_VERSION: Final = 1

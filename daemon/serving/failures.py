@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep
-from kbindex.daemon.index.interface import NotIndexed
+from kbindex.daemon.index.interface import NotIndexed, TooSlow
 from kbindex.daemon.notes.notefile import NoteError
 from kbindex.daemon.recovery import IndexRebuilding
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
@@ -53,7 +52,7 @@ ERROR_CODES: Final[dict[type[Exception], str]] = {
     IndexUnwritable: ErrorCode.INDEX_UNWRITABLE,
     IndexUnavailable: ErrorCode.UNAVAILABLE,
     grep.BadPattern: ErrorCode.BAD_PATTERN,
-    candidates.TooSlow: ErrorCode.BAD_QUERY,
+    TooSlow: ErrorCode.BAD_QUERY,
     ripgrep.Unavailable: ErrorCode.UNAVAILABLE,
 }
 

@@ -195,7 +195,7 @@ async def status_loop(notifier: Notifier, health: Health, index: Index, commits:
             text = "first scan starting"
         elif seen != counted or now >= recount_at:
             try:
-                files = await anyio.to_thread.run_sync(index.indexed_count)
+                files = (await anyio.to_thread.run_sync(index.stats)).counts.indexed
             except Exception as exc:
                 if index.failure(exc) is None:
                     raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.health import LAG_WINDOW_SECONDS, Health, Lag, Progress, Reconciled, RootHealth
-from kbindex.daemon.index import interface as index
+from kbindex.daemon.index import values as index
 from kbindex.daemon.notes import notes
 from kbindex.proto.messages import (
     BackendStatus,

@@ -22,12 +22,12 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
-from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.grep import grepper as grep
-from kbindex.daemon.grep import ripgrep, sweep
+from kbindex.daemon.grep import narrowing, ripgrep, sweep
 from kbindex.daemon.health import Health
-from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.interface import Index, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
+from kbindex.daemon.index.values import Counts, File, SearchResult, Stats
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -143,10 +143,10 @@ class Service:
         """The threads the reads of the index run in (READERS of them)."""
         self.grepper = grep.Grepper(roots)
         self.meaning = meaning or Meaning(None, lambda: False)
-        self.notes = Notes(control, roots, indexer)
+        self.notes = Notes(lambda: control.settings, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
-        self._counted: tuple[int, float, Counts] | None = None
-        """(commits, monotonic time) of the last count, and the counts."""
+        self._counted: tuple[int, float, Stats] | None = None
+        """(commits, monotonic time) of the last count, and what it counted."""
 
     @property
     def settings(self) -> Settings:
@@ -231,12 +231,12 @@ class Service:
         writable = ["notes"] if self.notes.writable_roots() else []
         return hello_reply(request, [*CAPABILITIES, *writable])
 
-    async def _counts(self) -> Counts:
-        """The index's counts, recounted only after a commit (``Commits``): counting
-        scans the files table and clients poll status; any commit may change a count,
-        and nothing else can, except other machines' in a shared index (recounted after
-        SHARED_RECOUNT_SECONDS). While the index cannot be reached, the last counts
-        (status says why)."""
+    async def _stats(self) -> Stats:
+        """The index's counts and size, counted again only after a commit (``Commits``):
+        counting scans the files table and clients poll status; any commit may change
+        them, and nothing else can, except other machines' in a shared index (counted
+        again after SHARED_RECOUNT_SECONDS). While the index cannot be reached, the last
+        counts and no size (status says why)."""
         commits, now = self.indexer.commits.count, time.monotonic()
         counted = self._counted
         if (
@@ -245,25 +245,16 @@ class Service:
             or (self.index.describe().machine and now - counted[1] >= SHARED_RECOUNT_SECONDS)
         ):
             try:
-                counted = self._counted = (commits, now, await self._read(self.index.counts))
+                counted = self._counted = (commits, now, await self._read(self.index.stats))
             except Exception as exc:
                 if self.index.failure(exc) != "unavailable":
                     raise
-                if counted is None:
-                    return Counts(0, {}, {})
+                return Stats(counted[2].counts if counted else Counts(0, {}, {}), 0)
         return counted[2]
 
-    async def _size_bytes(self) -> int:
-        try:
-            return await self._read(self.index.size_bytes)
-        except Exception as exc:
-            if self.index.failure(exc) != "unavailable":
-                raise
-            return 0
-
     async def status(self) -> StatusReply:
-        counts = await self._counts()
-        size_bytes = await self._size_bytes()
+        stats = await self._stats()
+        counts, size_bytes = stats.counts, stats.size_bytes
         health = self.health
         return StatusReply(
             version=VERSION,
@@ -335,7 +326,7 @@ class Service:
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
-        query, words = candidates.required(
+        query, words = narrowing.required(
             request.pattern, fixed=request.fixed, ignore_case=request.ignore_case, word=request.word
         )
         flags = ripgrep.Flags(
@@ -351,8 +342,8 @@ class Service:
 
         async def run(path: str | None) -> grep.Outcome:
             changes, rules = self.changes, self.indexer.rules
-            pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
-            found = await self._read(self.index.grep_candidates, query, path, pending, new, words)
+            pending, new = await anyio.to_thread.run_sync(narrowing.pending, changes, rules)
+            found = await self._read(self.index.candidates, query, path, pending, new, words)
             walk = sweep.walks([str(r) for r in self.roots.paths], path)
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
@@ -406,7 +397,7 @@ class Service:
         path = str(located.path)
         if await anyio.to_thread.run_sync(os.path.lexists, path):
             return
-        if not await self._read(self.index.holds, path):
+        if await self._read(partial(self.index.state, under=True), path) is None:
             raise NotIndexed(
                 f"{raw} does not exist (looked for {path}) and nothing under it is indexed"
             )
@@ -416,7 +407,7 @@ class Service:
             if value is not None and value < 1:
                 raise InvalidArgument(f"{name} must be 1 or more, not {value}")
         located = self.roots.resolve(request.path)
-        state = await self._read(self.index.file_state, str(located.path))
+        state = await self._read(self.index.state, str(located.path))
         if state is None or state[0] is not None:
             why = await self._explain(located, state) or "not indexed"
             raise NotIndexed(f"cannot read {located.relpath}: {why}")
@@ -458,7 +449,8 @@ class Service:
         limit = _limit(request.limit, maximum=1000)
 
         async def run(glob: str | None) -> tuple[list[File], int]:
-            return await self._read(self.index.find_files, glob or "*", limit)
+            listing = await self._read(self.index.files, glob or "*", limit)
+            return list(listing.files), listing.total
 
         (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
         return FindFilesReply(
@@ -470,12 +462,14 @@ class Service:
 
     async def _names_a_file(self, path_filter: str) -> bool:
         """Whether the index holds a file within ``path_filter`` (``scopes``)."""
-        return (await self._read(self.index.find_files, path_filter, 1))[1] > 0
+        return (await self._read(self.index.files, path_filter, 1)).total > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)
         return CheckReply(
-            integrity=checked.integrity, db_bytes=checked.db_bytes, wal_bytes=checked.wal_bytes
+            integrity=checked.integrity,
+            db_bytes=checked.details.get("db_bytes", checked.size_bytes),
+            wal_bytes=checked.details.get("wal_bytes", 0),
         )
 
     async def why(self, request: Why) -> WhyReply:
@@ -483,7 +477,7 @@ class Service:
             located = self.roots.resolve(request.path)
         except OutsideRoots:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
-        state = await self._read(self.index.file_state, str(located.path))
+        state = await self._read(self.index.state, str(located.path))
         why = await self._explain(located, state)
         return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
 
@@ -493,7 +487,7 @@ class Service:
         )
 
     async def _roots_reply(self, changed: Changed) -> RootsReply:
-        counts = await self._counts()
+        counts = (await self._stats()).counts
         return RootsReply(
             roots=self._root_statuses(counts.per_root),
             message=changed.message,

@@ -26,28 +26,32 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import psycopg
 from kbindex.daemon.backends.postgres import reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.backends.sqlite.candidates import Candidates
-from kbindex.daemon.index.interface import (
+from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance
+from kbindex.daemon.index.values import (
+    Candidates,
     Checked,
-    Counts,
     Described,
-    Embeddable,
-    Failure,
-    File,
-    IndexRefused,
+    Document,
+    FileState,
+    Listing,
+    Loaded,
+    Query,
+    Record,
     SearchResult,
-    Stored,
+    SkipReason,
+    Stamp,
+    Stats,
     Update,
+    Words,
     recorded,
 )
 from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import Loaded, SkipReason
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
-    from kbindex.daemon.grep import phrases, trigrams
     from kbindex.daemon.index.plan import Plan
+    from kbindex.daemon.roots import Roots
+    from kbindex.daemon.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -68,14 +72,17 @@ class RootTaken(Exception):
 class PgIndex:
     backend = "postgres"
 
+    @classmethod
+    def configured(cls, settings: Settings, roots: Roots) -> PgIndex:
+        """Each machine's roots are its own; the index reads no file."""
+        return cls(settings.dsn, settings.machine)
+
     def __init__(self, dsn: str, machine: str) -> None:
         self.machine = machine
         self.recovered = ""
         self._writes = 0
         """This daemon's commits: what it counted of the index is stale once they move."""
         self.generation = 0
-        self.merge_possible = False
-        """PostgreSQL's autovacuum keeps the GIN indexes; there is nothing to merge."""
         self.server = ""
         """The server's version, once connected."""
         self._where = _where(dsn)
@@ -199,7 +206,7 @@ class PgIndex:
             conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
             files: list[tuple[object, ...]] = []
-            texts: dict[str, documents.Document] = {}
+            texts: dict[str, Document] = {}
             for path, (seen, given) in latest.items():
                 doc, values = recorded((seen, given))
                 if doc is not None:
@@ -235,7 +242,7 @@ class PgIndex:
         ).fetchall()
         return {path: file_id for file_id, path in rows}
 
-    def _insert_docs(self, conn: Connection, docs: list[tuple[int, documents.Document]]) -> None:
+    def _insert_docs(self, conn: Connection, docs: list[tuple[int, Document]]) -> None:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
         for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
@@ -280,7 +287,7 @@ class PgIndex:
         self._writes += 1
         return len(rows)
 
-    def remove_root(self, root: str) -> int:
+    def forget(self, root: str) -> int:
         conn = self._conn()
         with conn.transaction():
             removed = conn.execute(
@@ -292,21 +299,14 @@ class PgIndex:
         self._writes += 1
         return removed
 
-    def optimize_due(self) -> bool:
-        return False
-
-    def optimize(self) -> None:
-        pass
-
-    def checkpoint(self) -> None:
+    def maintain(self, after: Maintenance) -> None:
         """After a large refresh: vacuum and analyse the tables it wrote. Until then the
         GIN indexes keep new entries in their pending lists and the postings have no
         visibility map (their index-only scans read the table): searches right after a
-        full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum."""
-        self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
-
-    def settle(self) -> None:
-        pass
+        full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum.
+        Otherwise nothing: autovacuum keeps the GIN indexes, nothing is merged."""
+        if after == "bulk":
+            self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 
     # ---------------------------------------------------------------- reads
 
@@ -335,46 +335,31 @@ class PgIndex:
             counted = self._counted = (writes, now, self._read(reads.stats))
         return counted[2]
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
-        return self._read(reads.find_files, glob, limit)
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
+        return self._read(reads.files, path_filter, limit)
 
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
-        return self._read(reads.file_state, self.machine, path)
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
+        return self._read(reads.state, self.machine, path, under)
 
-    def holds(self, path: str) -> bool:
-        return self._read(reads.holds, self.machine, path)
-
-    def counts(self) -> Counts:
-        return self._read(reads.counts, self.machine)
-
-    def indexed_count(self) -> int:
-        return self.counts().indexed
-
-    def size_bytes(self) -> int:
-        return self._read(_size_bytes)
+    def stats(self) -> Stats:
+        return Stats(self._read(reads.counts, self.machine), self._read(_size_bytes))
 
     def check(self) -> Checked:
         """The connection, the schema's version and its extensions."""
         return self._read(_check)
 
-    def grep_candidates(
+    def candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
+        words: Words | None,
     ) -> Candidates:
-        return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
+        return self._read(reads.candidates, self.machine, query, path_filter, pending, new)
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
-        return self._read(reads.stored, ids) if ids else []
-
-    def allowed(self, path_filter: str) -> list[int]:
-        return self._read(reads.allowed, path_filter)
-
-    def embeddable(self) -> list[Embeddable]:
-        return self._read(reads.embeddable)
+    def records(self, ids: Sequence[int]) -> list[Record]:
+        return self._read(reads.records, ids) if ids else []
 
 
 def _stored(title: str, body: str, encoding: str | None) -> Loaded:
@@ -398,9 +383,9 @@ def _check(conn: Connection) -> Checked:
     missing = [name for name in schema.EXTENSIONS if name not in found]
     row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
     if not missing:
-        return Checked("ok", _size_bytes(conn), 0)
+        return Checked("ok", _size_bytes(conn))
     version = f"schema {row[0] if row else '?'}"
-    return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn), 0)
+    return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn))
 
 
 def _size_bytes(conn: Connection) -> int:

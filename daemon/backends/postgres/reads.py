@@ -15,10 +15,22 @@ from typing import Any, Final, NamedTuple
 import psycopg
 from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
-from kbindex.daemon.backends.sqlite.candidates import PENDING_PATHS, Candidates, TooSlow
-from kbindex.daemon.grep import trigrams
-from kbindex.daemon.index.interface import Counts, Embeddable, File, Hit, SearchResult, Stored
+from kbindex.daemon.index.interface import TooSlow
 from kbindex.daemon.index.plan import PathFilter, Plan
+from kbindex.daemon.index.values import (
+    PENDING_PATHS,
+    And,
+    Candidates,
+    Counts,
+    File,
+    FileState,
+    Hit,
+    Indexed,
+    Listing,
+    Query,
+    Record,
+    SearchResult,
+)
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import BadQuery
 
@@ -241,13 +253,18 @@ def search_result(conn: Connection, plan: Plan, corpus: Stats) -> SearchResult:
     return SearchResult(hits(rows, plan.needles), total, mode)
 
 
-def find_files(conn: Connection, glob: str, limit: int) -> tuple[list[File], int]:
-    cond, params = path_condition(glob or "*")
+def files(conn: Connection, path_filter: str | None, limit: int | None) -> Listing:
+    """See ``Index.files``: by root and path with a limit, in no order without one."""
+    cond, params = path_condition(path_filter)
     base = f"FROM kb_files f WHERE f.skip_reason IS NULL AND {cond}"
+    columns = f"{_FILE_COLUMNS}, f.id, f.indexed_at"
+    if limit is None:
+        rows = conn.execute(f"SELECT {columns} {base}", params).fetchall()
+        return Listing([_indexed(row) for row in rows], len(rows))
     try:
         with conn.transaction():
             rows = conn.execute(
-                f"SELECT {_FILE_COLUMNS} {base} ORDER BY f.root, f.relpath, f.machine LIMIT %s",
+                f"SELECT {columns} {base} ORDER BY f.root, f.relpath, f.machine LIMIT %s",
                 [*params, limit],
             ).fetchall()
             total = conn.execute(f"SELECT count(*) {base}", params).fetchone()
@@ -255,25 +272,23 @@ def find_files(conn: Connection, glob: str, limit: int) -> tuple[list[File], int
         raise BadQuery("listing the files took too long; narrow the glob") from None
     except psycopg.errors.InvalidRegularExpression as exc:
         raise BadQuery(f"bad glob: {exc}") from None
-    files = [File(*row[:5], machine=row[5]) for row in rows]
-    return files, int(total[0]) if total else 0
+    return Listing([_indexed(row) for row in rows], int(total[0]) if total else 0)
 
 
-def file_state(conn: Connection, machine: str, path: str) -> tuple[str | None, str | None] | None:
+def _indexed(row: tuple[Any, ...]) -> Indexed:
+    path, root, relpath, size, mtime_ns, machine, file_id, indexed_at = row
+    return Indexed(path, root, relpath, size, mtime_ns, file_id, indexed_at, machine=machine)
+
+
+def state(conn: Connection, machine: str, path: str, under: bool) -> FileState | None:
+    """See ``Index.state``: of this machine's files."""
+    where = "(path = %s OR starts_with(path, %s))" if under else "path = %s"
+    params = (machine, path, path + "/") if under else (machine, path)
     row = conn.execute(
-        "SELECT skip_reason, skip_detail FROM kb_files WHERE machine = %s AND path = %s",
-        (machine, path),
+        f"SELECT skip_reason, skip_detail FROM kb_files WHERE machine = %s AND {where} LIMIT 1",
+        params,
     ).fetchone()
     return None if row is None else (_text(row[0]), _text(row[1]))
-
-
-def holds(conn: Connection, machine: str, path: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM kb_files WHERE machine = %s AND (path = %s OR starts_with(path, %s))"
-        " LIMIT 1",
-        (machine, path, path + "/"),
-    ).fetchone()
-    return row is not None
 
 
 def counts(conn: Connection, machine: str) -> Counts:
@@ -296,10 +311,10 @@ def counts(conn: Connection, machine: str) -> Counts:
     return Counts(indexed, skipped, per_root, per_machine)
 
 
-def grep_candidates(
+def candidates(
     conn: Connection,
     machine: str,
-    query: trigrams.Query,
+    query: Query,
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
@@ -339,39 +354,23 @@ def grep_candidates(
     return Candidates.of(sizes, scanned_all=match is None)
 
 
-def _trigram_query(query: trigrams.Query) -> str | None:
+def _trigram_query(query: Query) -> str | None:
     """A trigram query as ``tsquery`` text (the trigrams are hex words: nothing to quote)."""
     if query is None:
         return None
     if isinstance(query, str):
         return f"'{query}'"
-    glue = " & " if isinstance(query, trigrams.And) else " | "
+    glue = " & " if isinstance(query, And) else " | "
     return "(" + glue.join(sorted(_trigram_query(p) or "" for p in query.parts)) + ")"
 
 
-def stored(conn: Connection, ids: Sequence[int]) -> list[Stored]:
+def records(conn: Connection, ids: Sequence[int]) -> list[Record]:
     rows = conn.execute(
         f"SELECT f.id, {_FILE_COLUMNS}, d.title, d.body"
         " FROM kb_files f JOIN kb_docs d ON d.id = f.id WHERE f.id = ANY(%s)",
         (list(ids),),
     ).fetchall()
-    return [Stored(int(r[0]), File(*r[1:6], machine=r[6]), str(r[7]), str(r[8])) for r in rows]
-
-
-def allowed(conn: Connection, path_filter: str) -> list[int]:
-    cond, params = path_condition(path_filter)
-    rows = conn.execute(
-        f"SELECT f.id FROM kb_files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",
-        params,
-    ).fetchall()
-    return [int(i) for (i,) in rows]
-
-
-def embeddable(conn: Connection) -> list[Embeddable]:
-    rows = conn.execute(
-        "SELECT id, indexed_at, root, size FROM kb_files WHERE skip_reason IS NULL"
-    ).fetchall()
-    return [Embeddable(*row) for row in rows]
+    return [Record(int(r[0]), File(*r[1:6], machine=r[6]), str(r[7]), str(r[8])) for r in rows]
 
 
 def _text(value: object) -> str | None:

@@ -15,7 +15,7 @@ from typing import Final
 
 from kbindex.daemon.backends.postgres import schema
 from kbindex.daemon.backends.postgres.connections import Connection
-from kbindex.daemon.indexing import documents
+from kbindex.daemon.index.values import Document
 
 TSVECTOR_CHARS: Final = 500_000
 """Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which
@@ -81,7 +81,7 @@ length are counted from them in full: from ``words`` they were capped, and bm25 
 such long documents above where SQLite does."""
 
 
-def insert(conn: Connection, chunk: list[tuple[int, documents.Document]]) -> None:
+def insert(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
     """Write these documents (their ids have files rows, and no documents rows)."""
 
     def clean(text: str) -> str:

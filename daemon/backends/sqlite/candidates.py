@@ -1,8 +1,8 @@
 """Which indexed files a grep reads: those the trigram index and the word index cannot
 rule out.
 
-``trigrams.required`` turns the pattern into a trigram query, and for a literal
-``phrases.required`` into phrases of its whole words; ``find`` asks ``docs_grams`` and
+``grep.narrowing`` turns the pattern into a trigram query, and a literal into phrases
+of its whole words; ``find`` asks ``docs_grams`` and
 ``docs`` for the indexed files that satisfy both (only the phrases when they admit a
 few files), within the path filter (in the query, never after a limit), plus every
 file with a change still pending, so an answer is never staler than the files. A
@@ -12,90 +12,36 @@ the roots (``sweep``).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.database import is_damage
+from kbindex.daemon.backends.sqlite.documents import GRAMS, STEMMED, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
-from kbindex.daemon.grep import phrases, trigrams
-from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
+from kbindex.daemon.index.interface import TooSlow
+from kbindex.daemon.index.values import (
+    PENDING_PATHS,
+    RETRY_MTIME_NS,
+    And,
+    Candidates,
+    Query,
+    Words,
+    order,
+)
 from kbindex.daemon.indexing.grams import NUL_MARK
-from kbindex.daemon.indexing.ignore import IgnoreRules
-from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
-from kbindex.daemon.watching.changes import Changes
 
-
-class TooSlow(Exception):
-    """The candidate query ran past its deadline."""
-
-
-@dataclass(frozen=True, slots=True)
-class Candidates:
-    paths: list[str]
-    """Display paths (``textfile.display_path``), sorted folder by folder."""
-    scanned_all: bool
-    size: int = 0
-    """Their bytes, as last indexed (new files count nothing)."""
-    uncounted: list[str] | None = None
-    """Files whose ``--count`` or ``-l`` may tell otherwise than their lines: a NUL in
-    the text (``rg -uu`` stops there, ``--count`` and ``-l`` given the name do not, and
-    a walk's ``--count`` prints nothing once the file matched), a change not indexed
-    yet, a new file; for a grep of every file, also those waiting to be read again (after
-    the upgrade to v9, not marked yet). Read as lines (``Grepper``), or by name beside a
-    walk (``sweep``). None: not known."""
-
-    @classmethod
-    def of(
-        cls, sizes: dict[str, int], *, scanned_all: bool, uncounted: list[str] | None = None
-    ) -> Candidates:
-        """The files of ``sizes`` (path: bytes) in ripgrep's order."""
-        ordered = sorted(sizes, key=order)
-        return cls(ordered, scanned_all, sum(sizes.values()), uncounted)
-
-
-def order(path: str) -> str:
-    """A display path's sort key in ripgrep's order."""
-    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
-    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
-    # holds, gives that order by plain string comparison (lists of parts are slower).
-    return path.replace("/", "\0")
-
-
-TRIGRAMS_BESIDE_WORDS: Final = 6
-"""Trigrams asked of a literal whose words are asked too (``trigrams.spread``)."""
-
-
-def required(
-    pattern: str, *, fixed: bool, ignore_case: bool, word: bool
-) -> tuple[trigrams.Query, phrases.Words | None]:
-    """What every file with a match holds: trigrams, and a literal's words in a row
-    (``phrases``). The words narrow the files as much as the trigrams within them, so
-    beside them a few trigrams are asked (the literal's edges, and files ``unless``
-    admits whatever their words)."""
-    query = trigrams.required(pattern, fixed=fixed, ignore_case=ignore_case)
-    words = phrases.required(pattern, fixed=fixed, word=word, ignore_case=ignore_case)
-    if words is not None:
-        query = trigrams.spread(query, pattern, TRIGRAMS_BESIDE_WORDS)
-    return query, words
-
-
-PENDING_PATHS: Final = 1000
-"""Pending changes looked up one by one, at most; past it (a checkout in progress)
-grep reads every file."""
 FEW_FILES: Final = 256
 """A phrase that admits at most this many files is not narrowed by the trigrams."""
 
 
 def find(
     conn: sqlite.Connection,
-    query: trigrams.Query,
+    query: Query,
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
-    words: phrases.Words | None = None,
+    words: Words | None = None,
 ) -> Candidates:
     """The indexed files that may hold a match (in the reader thread): those the
     trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
@@ -104,7 +50,7 @@ def find(
     indexed file is one, also those a walk's counts may leave out (``uncounted``)."""
     cond, path_params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS
-    match = trigrams.match_expression(query) if narrowed else None
+    match = match_expression(query) if narrowed else None
     words = words if narrowed else None
     indexed = f"f.skip_reason IS NULL AND {cond}"
     uncounted: list[str] | None = None
@@ -170,7 +116,7 @@ _WAITING: Final = f"SELECT f.path FROM files f WHERE f.mtime_ns = {RETRY_MTIME_N
 
 def _by_words(
     conn: sqlite.Connection,
-    words: phrases.Words,
+    words: Words,
     match: str | None,
     indexed: str,
     params: list[object],
@@ -197,14 +143,12 @@ def _rowids(conn: sqlite.Connection, table: str, match: str) -> set[int]:
     return {r for (r,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ?", [match])}
 
 
-def pending(changes: Changes | None, rules: IgnoreRules) -> tuple[list[str], list[tuple[str, str]]]:
-    """Paths with changes not indexed yet, and of them the files that exist and the
-    rules admit (path, relpath), at most PENDING_PATHS checked: grep reads them whatever
-    the index says (past the bound, ``candidates`` reads every file anyway)."""
-    found = changes.pending() if changes else []
-    new: list[tuple[str, str]] = []
-    for root, path in found[:PENDING_PATHS]:
-        ruled_out = path == root or not os.path.isfile(path)
-        if not ruled_out and rules.explain(root, path) is None:
-            new.append((path, path[len(root) + 1 :]))
-    return [p for _, p in found], new
+def match_expression(query: Query) -> str | None:
+    """The query as an FTS5 MATCH expression (None for ANY)."""
+    if query is None:
+        return None
+    if isinstance(query, str):
+        return f'"{query}"'
+    glue = " AND " if isinstance(query, And) else " OR "
+    parts = sorted(match_expression(p) or "" for p in query.parts)
+    return "(" + glue.join(parts) + ")"

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Final
 
@@ -133,27 +132,6 @@ def _prune_kept(db_path: Path) -> None:
                 path.unlink()
 
 
-@contextmanager
-def transaction(conn: sqlite.Connection) -> Iterator[None]:
-    """One write transaction on ``conn``. SQLite ends a transaction itself on some
-    errors (a full disk): then a ROLLBACK fails and would hide the real error, hence
-    the ``in_transaction`` check."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        roll_back(conn)
-        raise
-
-
-def roll_back(conn: sqlite.Connection) -> None:
-    """End the transaction a failed write left open, if SQLite has not ended it."""
-    if conn.in_transaction:
-        with suppress(sqlite.Error):
-            conn.execute("ROLLBACK")
-
-
 def _reclaimable(conn: sqlite.Connection) -> None:
     """Make an empty index one whose free pages can be released (``auto_vacuum =
     INCREMENTAL``, see ``_release_free_pages``): the mode can change only by rewriting
@@ -166,21 +144,6 @@ def _reclaimable(conn: sqlite.Connection) -> None:
         conn.execute("VACUUM")
 
 
-def disk_bytes(db_path: Path) -> tuple[int, int]:
-    """Bytes on disk of the index at ``db_path``: the database file and its write-ahead
-    log (0 for one that is not there)."""
-    sizes = [0, 0]
-    for i, suffix in enumerate(("", "-wal")):
-        with suppress(OSError):
-            sizes[i] = os.stat(f"{db_path}{suffix}").st_size
-    return sizes[0], sizes[1]
-
-
 def legacy_exact_path(db_path: Path) -> Path:
     """Where schema v3 and v4 kept the unstemmed index: ``index-exact.sqlite3``."""
     return db_path.with_name(f"{db_path.stem}-exact{db_path.suffix}")
-
-
-def delete_files(db_path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.backends.sqlite.documents import STEMMED
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, has_prefix, render
-from kbindex.daemon.indexing.documents import STEMMED
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""

@@ -11,29 +11,45 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kbindex.daemon.backends.sqlite import candidates, searcher
-from kbindex.daemon.backends.sqlite.database import disk_bytes, is_damage, is_unwritable
+from kbindex.daemon.backends.sqlite.database import is_damage, is_unwritable
+from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.index.interface import (
+from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.index.interface import Failure
+from kbindex.daemon.index.values import (
+    Candidates,
     Checked,
-    Counts,
     Described,
-    Embeddable,
-    Failure,
     File,
+    FileState,
+    Listing,
+    Query,
+    Record,
     SearchResult,
-    Stored,
+    Stats,
+    Words,
 )
-from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
-    from kbindex.daemon.grep import phrases, trigrams
+    from pathlib import Path
+
     from kbindex.daemon.index.plan import Plan
+    from kbindex.daemon.roots import Roots
+    from kbindex.daemon.settings import Settings
 
 
 class SqliteIndex(Store):
     backend = "sqlite"
+
+    def __init__(self, db_path: Path, roots: Roots) -> None:
+        super().__init__(db_path, roots)
+        """The last counts, and ``writes`` when they were counted."""
+
+    @classmethod
+    def configured(cls, settings: Settings, roots: Roots) -> SqliteIndex:
+        return cls(settings.db_path, roots)
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_damage(exc):
@@ -57,21 +73,18 @@ class SqliteIndex(Store):
         with self.reader() as conn:
             return searcher.rank(conn, plan)
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
         with self.reader() as conn:
-            return searcher.find_files(conn, glob, limit)
+            return searcher.files(conn, path_filter, limit)
 
-    def file_state(self, path: str) -> tuple[str | None, str | None] | None:
+    def state(self, path: str, *, under: bool = False) -> FileState | None:
         with self.reader() as conn:
-            return searcher.file_state(conn, path)
+            return searcher.state(conn, path, under=under)
 
-    def holds(self, path: str) -> bool:
+    def stats(self) -> Stats:
         with self.reader() as conn:
-            return searcher.holds(conn, path)
-
-    def counts(self) -> Counts:
-        with self.reader() as conn:
-            return searcher.counts(conn)
+            counted = searcher.counts(conn)
+        return Stats(counted, self.size_bytes())
 
     def check(self) -> Checked:
         # The whole file at once, the full-text indexes' own checks included (seconds on
@@ -82,20 +95,22 @@ class SqliteIndex(Store):
         with self.readers.fresh() as conn:
             rows = conn.execute("PRAGMA quick_check").fetchall()
         integrity = "ok" if rows == [("ok",)] else "; ".join(str(r[0]) for r in rows[:5])
-        return Checked(integrity, *disk_bytes(self.db_path))
+        db_bytes, wal_bytes = disk_bytes(self.db_path)
+        details = {"db_bytes": db_bytes, "wal_bytes": wal_bytes}
+        return Checked(integrity, db_bytes + wal_bytes, details)
 
-    def grep_candidates(
+    def candidates(
         self,
-        query: trigrams.Query,
+        query: Query,
         path_filter: str | None,
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
-        words: phrases.Words | None,
-    ) -> candidates.Candidates:
+        words: Words | None,
+    ) -> Candidates:
         with self.reader() as conn:
             return candidates.find(conn, query, path_filter, pending, new, words)
 
-    def stored(self, ids: Sequence[int]) -> list[Stored]:
+    def records(self, ids: Sequence[int]) -> list[Record]:
         if not ids:
             return []
         with self.reader() as conn:
@@ -107,20 +122,4 @@ class SqliteIndex(Store):
         # The files are read after the read transaction: the pool's connection is not
         # held through file I/O.
         within = self.roots.inside
-        return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
-
-    def allowed(self, path_filter: str) -> list[int]:
-        cond, params = searcher.path_condition(path_filter)
-        with self.reader() as conn:
-            rows = conn.execute(
-                f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",
-                params,
-            ).fetchall()
-        return [i for (i,) in rows]
-
-    def embeddable(self) -> list[Embeddable]:
-        with self.reader() as conn:
-            rows = conn.execute(
-                "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
-            ).fetchall()
-        return [Embeddable(*row) for row in rows]
+        return [Record(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]

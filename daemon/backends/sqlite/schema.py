@@ -27,11 +27,11 @@ import logging
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import TOKENIZER
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION: Final = 9
-TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
 """Every word of ``docs_exact`` with the number of documents holding it (fts5vocab)."""

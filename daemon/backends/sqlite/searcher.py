@@ -14,11 +14,18 @@ from typing import Any, Final
 
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
+from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
-from kbindex.daemon.index.interface import Counts, File, Hit, SearchResult
 from kbindex.daemon.index.plan import PathFilter, Plan
-from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
+from kbindex.daemon.index.values import (
+    Counts,
+    FileState,
+    Hit,
+    Indexed,
+    Listing,
+    SearchResult,
+)
 from kbindex.daemon.indexing.textfile import Within, current_text
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import BadQuery
@@ -293,15 +300,19 @@ def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
-def find_files(conn: sqlite.Connection, glob: str, limit: int) -> tuple[list[File], int]:
-    cond, params = path_condition(glob or "*")
-    Deadline(conn, QUERY_DEADLINE_SECONDS)
+def files(conn: sqlite.Connection, path_filter: str | None, limit: int | None) -> Listing:
+    """See ``Index.files``. A listing with a limit (a client's) runs under the deadline,
+    by root and path; without one (search by meaning's), in no particular order."""
+    cond, params = path_condition(path_filter)
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
+    columns = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.id, f.indexed_at"
+    if limit is None:
+        rows = conn.execute(f"SELECT {columns} {base}", params).fetchall()
+        return Listing([Indexed(*row) for row in rows], len(rows))
+    Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
         rows = conn.execute(
-            f"SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns {base}"
-            " ORDER BY f.root, f.relpath LIMIT ?",
-            [*params, limit],
+            f"SELECT {columns} {base} ORDER BY f.root, f.relpath LIMIT ?", [*params, limit]
         ).fetchall()
         total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
     except sqlite.OperationalError as exc:
@@ -310,26 +321,20 @@ def find_files(conn: sqlite.Connection, glob: str, limit: int) -> tuple[list[Fil
         if "interrupted" in str(exc):
             raise BadQuery("listing the files took too long; narrow the glob") from None
         raise BadQuery(f"bad glob: {exc}") from None
-    files = [File(*row) for row in rows]
-    return files, total
+    return Listing([Indexed(*row) for row in rows], total)
 
 
-def file_state(conn: sqlite.Connection, path: str) -> tuple[str | None, str | None] | None:
-    """(skip_reason, skip_detail) of a known file, or None when the index has no row."""
-    row = conn.execute(
-        "SELECT skip_reason, skip_detail FROM files WHERE path = ?", (path,)
-    ).fetchone()
+def state(conn: sqlite.Connection, path: str, *, under: bool = False) -> FileState | None:
+    """(skip_reason, skip_detail) of a known file, or None when the index has no row;
+    ``under``: of the first file at or under ``path`` as a directory ('0' sorts right
+    after '/')."""
+    if under:
+        sql = "SELECT skip_reason, skip_detail FROM files WHERE path = ? OR (path > ? AND path < ?)"
+        row = conn.execute(sql + " LIMIT 1", (path, path + "/", path + "0")).fetchone()
+    else:
+        sql = "SELECT skip_reason, skip_detail FROM files WHERE path = ?"
+        row = conn.execute(sql, (path,)).fetchone()
     return None if row is None else (row[0], row[1])
-
-
-def holds(conn: sqlite.Connection, path: str) -> bool:
-    """Whether the index has a row for ``path``, or for anything under it as a directory
-    ('0' sorts right after '/')."""
-    row = conn.execute(
-        "SELECT 1 FROM files WHERE path = ? OR (path > ? AND path < ?) LIMIT 1",
-        (path, path + "/", path + "0"),
-    ).fetchone()
-    return row is not None
 
 
 def counts(conn: sqlite.Connection) -> Counts:

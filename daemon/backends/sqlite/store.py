@@ -21,29 +21,29 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
+from kbindex.daemon.backends.sqlite import documents
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.database import (
     IndexUnusable,
-    delete_files,
-    disk_bytes,
     legacy_exact_path,
     move_aside,
     open_checked,
-    roll_back,
-    transaction,
 )
+from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import Readers
-from kbindex.daemon.index.interface import Update, recorded
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.documents import IN_JSON, as_json
-from kbindex.daemon.indexing.scanner import Stamp
-from kbindex.daemon.indexing.textfile import (
+from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, transaction
+from kbindex.daemon.index.interface import Maintenance
+from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
+    Document,
     SkipReason,
-    current_text,
-    extract_title,
+    Stamp,
+    Update,
+    recorded,
 )
+from kbindex.daemon.indexing.documents import row_and_words
+from kbindex.daemon.indexing.textfile import current_text, extract_title
 from kbindex.daemon.roots import Roots
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,20 @@ class Store:
         """Wait until what was committed is in the database file (no background
         checkpoint running or queued)."""
         self.checkpoints.settle()
+
+    def maintain(self, after: Maintenance) -> None:
+        """After a refresh: a large one's log copied back and emptied (``checkpoint``),
+        another's settled, so that it is in the file when the refresh returns (a
+        no-change refresh right after then sees a still file); then the segments merged
+        when enough was rewritten (``optimize_due``)."""
+        if after == "bulk":
+            self.checkpoint()
+        else:
+            self.settle()
+        if self.merge_possible and self.optimize_due():
+            began = time.monotonic()
+            self.optimize()
+            log.info("merged the full-text index in %.2f s", time.monotonic() - began)
 
     def _drop(self, conn: sqlite.Connection, ids: Sequence[int]) -> None:
         """Remove these documents from the index's tables."""
@@ -298,7 +312,7 @@ class Store:
             if text is None:
                 unread.append(rowid)
                 continue
-            row, words = documents.row_and_words(
+            row, words = row_and_words(
                 moved[rowid][start:], extract_title(text, moved[rowid]), text
             )
             renamed.append(documents.Entry(rowid, row, words, None))
@@ -311,7 +325,7 @@ class Store:
                 (RETRY_MTIME_NS, as_json(unread)),
             )
 
-    def remove_root(self, root: str) -> int:
+    def forget(self, root: str) -> int:
         """Forget every file of ``root`` (a root removed at runtime), in one transaction."""
         conn = self.writer
         with self._transaction():
@@ -339,7 +353,7 @@ class Store:
             conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
-            docs: dict[str, documents.Document] = {}
+            docs: dict[str, Document] = {}
             for path, (seen, given) in latest.items():
                 doc, recorded_values = recorded((seen, given))
                 if doc is not None:
@@ -374,11 +388,6 @@ class Store:
                 )
             documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
             self.unmerged += len(docs)
-
-    def indexed_count(self) -> int:
-        with self.reader() as conn:
-            row = conn.execute("SELECT count(*) FROM files WHERE skip_reason IS NULL").fetchone()
-        return int(row[0])
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))

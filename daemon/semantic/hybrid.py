@@ -31,8 +31,9 @@ from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-from kbindex.daemon.index.interface import Hit, Index, SearchResult
+from kbindex.daemon.index.interface import Index
 from kbindex.daemon.index.plan import PathFilter, Plan
+from kbindex.daemon.index.values import Hit, SearchResult
 from kbindex.daemon.searching import passages
 from kbindex.daemon.semantic.matrix import Passage, Ranking
 
@@ -109,13 +110,13 @@ def _allowed(index: Index, path: PathFilter | None) -> npt.NDArray[np.int64] | N
     before the vector ranking is cut, never after (that would return false empties)."""
     if path is None:
         return None
-    return np.array(index.allowed(path.typed), dtype=np.int64)
+    return np.array(sorted(f.id for f in index.files(path.typed).files), dtype=np.int64)
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:
     if not fused:
         return []
-    found = {doc.id: doc for doc in index.stored([c.file_id for c in fused])}
+    found = {doc.id: doc for doc in index.records([c.file_id for c in fused])}
     hits = []
     for c in fused:
         if c.file_id not in found:

@@ -1,0 +1,303 @@
+"""The values that cross the index interface, in either direction.
+
+What the indexer hands a backend (``Seen``, a prepared ``Document`` or a ``Skipped``,
+the ``Stamp`` a scan compares), what a backend answers (``File``, ``Hit``, ``Indexed``,
+``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``) and what a caller asks with
+(a grep's trigram ``Query`` and ``Words``; the query plan is ``plan``'s). Plain data: this module
+imports nothing of the daemon, so every layer and every backend may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, NamedTuple, TypeAlias
+
+# ---------------------------------------------------------------- what a scan sees
+
+
+class Seen(NamedTuple):
+    """A file as listed, to be read. A named tuple, not a frozen dataclass: a first scan
+    builds one per file, and a frozen dataclass sets each field through
+    ``object.__setattr__``; its path relative to the root is computed, not kept (a
+    first scan of a kernel tree holds 78,000 of them while it indexes)."""
+
+    path: str
+    root: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int = 0
+    ino: int = 0
+    dev: int = 0
+
+    @property
+    def signature(self) -> tuple[int, int, int, int, int]:
+        """What git's index compares to tell a file changed without reading it. Size and
+        mtime alone miss an edit that keeps them (``cp -p``, ``touch -r``, ``rsync -t``,
+        ``tar x``, a restored backup): the change time cannot be set back, and a file
+        replaced by another gets a new inode."""
+        return self[2:7]
+
+    @property
+    def relpath(self) -> str:
+        return self.path[len(self.root) + 1 :]
+
+
+Stamp = tuple[str, int, int, int, int, int]
+"""A file as listed: (path, size, mtime_ns, ctime_ns, ino, dev), the order of the rows
+``Index.known`` returns. A plain tuple, hashed and compared in C: an unchanged file
+costs a rescan this tuple and a set lookup, no other Python object or call. The last
+five are ``Seen.signature``."""
+
+
+# ---------------------------------------------------------------- what reading gives
+
+
+class SkipReason:
+    """Why a file seen in a root is not in the index (stable strings, shown to users)."""
+
+    BINARY: Final = "binary"
+    TOO_LARGE: Final = "too_large"
+    UNDECODABLE: Final = "undecodable"
+    UNREADABLE: Final = "unreadable"
+    NOT_REGULAR: Final = "not_regular"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    text: str
+    encoding: str
+    title: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    reason: str
+    detail: str
+    size: int
+    mtime_ns: int
+
+
+RETRY_MTIME_NS: Final = -1
+"""Recorded as the mtime of a file that could not be read (permission denied, too many
+open files, an I/O error): it matches no file on disk, so the next scan or event tries
+again. Why: fixing the cause (``chmod``, closing files) does not change the file's own
+mtime, and a skip recorded with the real mtime would stay until the file is edited."""
+
+
+# ---------------------------------------------------------------- what a backend writes
+
+Row = tuple[str, str, str, str, str]
+"""The values of a document's full-text columns, in the order ``bm25()`` weights them:
+``name`` (path relative to its root), ``title``, ``body``, ``subwords`` and ``grams``
+(``indexing.tokens``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A file ready to be written: what was loaded, its column values, and the text of
+    its words for the exact index (``indexing.documents.row_and_words``).
+
+    Why a type of its own: the derived columns cost about as much Python time as
+    reading the files, so the indexer builds them in its read-ahead worker and the
+    writer thread spends its time inside the database, which releases the GIL.
+    """
+
+    loaded: Loaded
+    row: Row
+    exact: str
+    grams: str
+
+
+Update = tuple[Seen, Document | Skipped]
+"""A file seen by a scan and what reading it gave: the document the indexer prepared
+(``indexing.documents.prepare``), or why it is skipped."""
+
+
+FileValues = tuple[int, int, str | None, str | None, str | None]
+"""What a backend records of a file besides its path and stamp: size, mtime_ns,
+encoding (indexed files), skip reason and detail (skipped files)."""
+
+
+def recorded(update: Update) -> tuple[Document | None, FileValues]:
+    """What a backend writes for ``update``: the document (None for a skipped file,
+    which has none) and the file's values."""
+    seen, given = update
+    if isinstance(given, Document):
+        loaded = given.loaded
+        return given, (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
+    size, mtime_ns = given.size or seen.size, given.mtime_ns or seen.mtime_ns
+    return None, (size, mtime_ns, None, given.reason, given.detail)
+
+
+# ---------------------------------------------------------------- what a backend answers
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    """An indexed file as a listing or a hit shows it."""
+
+    path: str
+    root: str
+    relpath: str
+    size: int
+    mtime_ns: int
+    machine: str = field(default="", kw_only=True)
+    """The machine whose disk holds it, in an index several machines share ("" in an
+    index of this machine alone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hit(File):
+    """A document found, with where it matched best."""
+
+    title: str
+    score: float
+    """Higher is better (bm25 for words)."""
+    snippet: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    hits: list[Hit]
+    total: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class Indexed(File):
+    """An indexed file as ``Index.files`` lists it."""
+
+    id: int
+    indexed_at: float
+    """When it was last written (search by meaning embeds it again when this moves)."""
+
+
+class Listing(NamedTuple):
+    files: list[Indexed]
+    total: int
+    """How many files the listing would hold without its limit."""
+
+
+FileState = tuple[str | None, str | None]
+"""What the index recorded of a file: its skip reason and detail (None, None: indexed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """An indexed document, for what is computed from its text (snippets of hits found
+    by meaning, passages to embed)."""
+
+    id: int
+    file: File
+    title: str
+    body: str | None
+    """Its text; None when it cannot be read now (an index that keeps no copy of the
+    text reads the file: it may be gone, or unreadable for a moment)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    indexed: int
+    skipped: dict[str, int]
+    per_root: dict[str, int]
+    per_machine: dict[str, int] = field(default_factory=dict)
+    """Indexed files per machine, in an index several machines share."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    counts: Counts
+    size_bytes: int
+    """The index's bytes on disk (or in the database, for a shared one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """``kbctl doctor``'s look at the index: its integrity and its size."""
+
+    integrity: str
+    """``ok`` or what the check found."""
+    size_bytes: int
+    details: dict[str, int] = field(default_factory=dict)
+    """What the backend adds, by name (SQLite: ``db_bytes``, ``wal_bytes``)."""
+
+
+class Described(NamedTuple):
+    """What status says of the backend."""
+
+    name: str
+    server: str
+    """The database engine and where it is, never credentials."""
+    machine: str = ""
+    """This daemon's machine name, in an index several machines share."""
+
+
+# ---------------------------------------------------------------- what a caller asks with
+
+
+@dataclass(frozen=True, slots=True)
+class And:
+    parts: frozenset[Query]
+
+
+@dataclass(frozen=True, slots=True)
+class Or:
+    parts: frozenset[Query]
+
+
+Query: TypeAlias = str | And | Or | None
+"""What a grep pattern requires of a file's trigrams (``grep.trigrams``): a trigram, an
+AND or OR of queries, or ``ANY`` (None): every file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """What a literal grep pattern requires of a file's words (``grep.phrases``)."""
+
+    phrases: str
+    """An FTS5 MATCH expression on ``docs``."""
+    unless: str | None = None
+    """An FTS5 MATCH expression on ``docs_grams``: files it admits stay candidates
+    whatever their words (``-w`` edges next to a non-ASCII byte)."""
+
+
+PENDING_PATHS: Final = 1000
+"""Pending changes looked up one by one, at most; past it (a checkout in progress)
+grep reads every file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The files a grep reads: those the index cannot rule out."""
+
+    paths: list[str]
+    """Display paths (``textfile.display_path``), sorted folder by folder."""
+    scanned_all: bool
+    size: int = 0
+    """Their bytes, as last indexed (new files count nothing)."""
+    uncounted: list[str] | None = None
+    """Files whose ``--count`` or ``-l`` may tell otherwise than their lines: a NUL in
+    the text (``rg -uu`` stops there, ``--count`` and ``-l`` given the name do not, and
+    a walk's ``--count`` prints nothing once the file matched), a change not indexed
+    yet, a new file; for a grep of every file, also those waiting to be read again (after
+    the upgrade to v9, not marked yet). Read as lines (``Grepper``), or by name beside a
+    walk (``sweep``). None: not known."""
+
+    @classmethod
+    def of(
+        cls, sizes: dict[str, int], *, scanned_all: bool, uncounted: list[str] | None = None
+    ) -> Candidates:
+        """The files of ``sizes`` (path: bytes) in ripgrep's order."""
+        ordered = sorted(sizes, key=order)
+        return cls(ordered, scanned_all, sum(sizes.values()), uncounted)
+
+
+def order(path: str) -> str:
+    """A display path's sort key in ripgrep's order."""
+    # Folder by folder, as ripgrep sorts paths: dma/ before dma-buf/ (whole strings
+    # would put '-' before '/'). '/' as NUL, which sorts below any character a name
+    # holds, gives that order by plain string comparison (lists of parts are slower).
+    return path.replace("/", "\0")
