@@ -61,7 +61,7 @@ async def test_a_refresh_that_writes_wakes_a_waiter_at_its_commit(indexer: Index
         await anyio.wait_all_tasks_blocked()
         assert waiter.woke.is_set()
     assert waiter.count is not None and waiter.count > waiter.since
-    assert indexer.index.counts().indexed == 2
+    assert indexer.index.stats().counts.indexed == 2
 
 
 async def test_a_refresh_that_finds_nothing_changed_announces_nothing(indexer: Indexer) -> None:
@@ -84,7 +84,7 @@ async def test_a_removed_file_and_a_moved_one_are_announced(indexer: Indexer) ->
     (root / "c.md").unlink()
     await indexer.refresh()
     assert indexer.commits.count > moved
-    assert indexer.index.counts().indexed == 0
+    assert indexer.index.stats().counts.indexed == 0
 
 
 async def test_a_commit_in_another_thread_wakes_a_waiter_in_the_loop() -> None:
