@@ -130,7 +130,9 @@ class Indexer:
         """The index's housekeeping after a refresh (``Index.maintain``)."""
         bulk = outcome.changed + outcome.removed >= CHECKPOINT_AFTER_FILES
         try:
-            await self._commit(self.index.maintain, "bulk" if bulk else "refresh")
+            maintain = self._commit if outcome.changed + outcome.removed else self._write
+            # What maintenance changes (the size on disk) is announced when it followed writes.
+            await maintain(self.index.maintain, "bulk" if bulk else "refresh")
         except Exception as exc:
             # The refresh itself is done; the index tries again after the next one.
             log.warning("maintaining the index failed: %s", exc)
