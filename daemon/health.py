@@ -130,6 +130,10 @@ def _nothing_pending() -> int:
     return 0
 
 
+def _not_rebuilding() -> str:
+    return ""
+
+
 @dataclass
 class Health:
     started_at: float = field(default_factory=time.time)
@@ -151,6 +155,9 @@ class Health:
     """Changes taken from the queue and not yet in the index."""
     index_error: str = ""
     """Why the last write to the index failed (disk full, I/O error); "" once one works."""
+    rebuilding: Callable[[], str] = _not_rebuilding
+    """Why the index is being rebuilt, "" when it is not (``Index.rebuilding``, set by
+    the composition root)."""
 
     @property
     def scanning(self) -> bool:

@@ -107,7 +107,7 @@ class Indexer:
         log.info("merged the full-text index in %.2f s", time.monotonic() - began)
 
     async def rebuild(self, reason: str) -> None:
-        """Replace a damaged database with an empty one (the next refresh fills it)."""
+        """Start a damaged index afresh (the next refresh of every root fills it)."""
         async with self._job:
             await anyio.to_thread.run_sync(self.index.rebuild, reason, limiter=self._writer)
 
@@ -139,6 +139,10 @@ class Indexer:
             if self.index.merge_possible and await self._write(self.index.optimize_due):
                 await self._optimize()
             if scope is None:
+                # Every root scanned into it: an index being rebuilt is complete (before
+                # the scan counts as done: the new index answers once it does).
+                if self.index.rebuilding:
+                    await self._write(self.index.built)
                 self.health.last_scan_at = time.time()
                 self.health.last_scan_seconds = outcome.seconds
             # Event-driven refreshes (every saved file) log at debug, full scans at info.

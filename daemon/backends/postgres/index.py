@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
@@ -35,6 +34,7 @@ from kbindex.daemon.index.interface import (
     Failure,
     File,
     IndexRefused,
+    Opened,
     SearchResult,
     Stored,
     Update,
@@ -71,6 +71,8 @@ class PgIndex:
     def __init__(self, dsn: str, machine: str) -> None:
         self.machine = machine
         self.recovered = ""
+        self.rebuilding = ""
+        """Never: a shared index changes schema by its owner's ``migrate``."""
         self._writes = 0
         self.generation = 0
         self.merge_possible = False
@@ -104,17 +106,21 @@ class PgIndex:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def open(self) -> None:
+    def open(self) -> Opened:
         try:
             self._conn()
         except psycopg.OperationalError as exc:
             log.warning("the shared index cannot be reached yet (%s); retrying", exc)
+        return Opened("ready")
 
     def close(self) -> None:
         self._readers.close()
         self._writer.close()  # its advisory locks go with it
 
-    def rebuild(self, reason: str) -> Path | None:
+    def built(self) -> None:
+        """Nothing is built beside: the rows are rewritten where they are."""
+
+    def rebuild(self, reason: str) -> None:
         """Forget the rows of the roots this daemon writes (the next scan writes them
         again); other daemons' rows stay, whatever their machine name."""
         conn = self._conn()
@@ -125,7 +131,6 @@ class PgIndex:
                 )
         self._writes += 1
         self.recovered = reason
-        return None
 
     def _conn(self) -> Connection:
         """The writer's connection, the schema migrated once it could be."""

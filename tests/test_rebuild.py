@@ -1,0 +1,202 @@
+"""The index is derived data: one made by an older kbindexd is built again beside the
+old one, which answers searches (saying so) until the new one's first scan of every
+root has committed and it takes the old one's place; one made by a newer kbindexd is
+refused. Real daemons, real index files, a real lock and a real full disk.
+
+An older index is made by changing the version number of a real one in place: schema
+8 has today's tables, which today's reads understand (``schema.READABLE_SINCE``). To
+see the old index answer while the new one is built, the test holds a write lock on
+the new file (a real SQLite lock, from another process), as a slow disk would: the
+daemon's first batch waits for it.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
+from kbindex.daemon.backends.sqlite import schema
+from kbindex.daemon.backends.sqlite.database import open_checked
+from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.proto.client import Client, ClientError
+from kbindex.proto.messages import StatusReply
+from test_systemd_daemon import _activated
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def _version(db: Path) -> int:
+    conn = sqlite.connect(db)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _set_version(db: Path, version: int) -> None:
+    conn = sqlite.connect(db)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+
+
+async def _older_index(d: Daemon) -> None:
+    """An index of schema 8 that holds "walrus" in a.md; on disk a.md now says
+    "otter", and c.md is new: only a rebuilt index knows."""
+    write(d.root / "a.md", "# A\n\nthe walrus of the harbour\n")
+    write(d.root / "b.md", "# B\n\na lantern\n")
+    await d.start()
+    assert d.stop() == 0
+    _set_version(d.db_path, schema.READABLE_SINCE)
+    write(d.root / "a.md", "# A\n\nthe otter of the harbour\n")
+    write(d.root / "c.md", "# C\n\nanother otter\n")
+
+
+@contextmanager
+def _held(beside: Path) -> Iterator[None]:
+    """The file the daemon builds beside the old one, with a write lock held on it
+    (as a daemon killed mid-rebuild leaves the file: in the current schema)."""
+    holder = open_checked(beside)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+async def _status(d: Daemon) -> StatusReply:
+    async with d.client() as c:
+        return await c.status()
+
+
+async def _rebuilt(d: Daemon) -> bool:
+    status = await _status(d)
+    return status.last_scan_at is not None and not status.index_rebuilding
+
+
+async def test_an_older_index_answers_while_the_new_one_is_built_beside_it(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    await _older_index(d)
+    beside = schema.beside(d.db_path)
+    with _held(beside):
+        await d.start(wait_scan=False)
+        status = await _status(d)
+        assert "older kbindexd (schema version 8" in status.index_rebuilding, status
+        async with d.client() as c:
+            old = await c.search("walrus")
+            assert [h.relpath for h in old.hits] == ["a.md"]
+            assert old.freshness is not None and old.freshness.rebuilding
+            assert not (await c.search("otter")).hits
+            assert status.indexed_files == 2  # the old index's count
+        assert d.proc is not None and d.proc.poll() is None
+        assert beside.exists() and _version(d.db_path) == schema.READABLE_SINCE
+    await wait_for(lambda: _rebuilt(d), timeout=60)
+    async with d.client() as c:
+        new = await c.search("otter")
+        assert sorted(h.relpath for h in new.hits) == ["a.md", "c.md"]
+        assert new.freshness is not None and not new.freshness.rebuilding
+        assert not (await c.search("walrus")).hits
+    # The new file took the old one's name: the old one is gone, nothing kept aside.
+    assert not beside.exists() and not Path(f"{beside}-wal").exists()
+    assert _version(d.db_path) == schema.SCHEMA_VERSION
+    assert not list(d.state_dir.glob("*.corrupt-*"))
+    assert "Traceback" not in d.log()
+    assert d.stop() == 0
+
+
+async def test_a_daemon_killed_mid_rebuild_finishes_it_at_its_next_start(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    await _older_index(d)
+    beside = schema.beside(d.db_path)
+    with _held(beside):
+        await d.start(wait_scan=False)
+        assert (await _status(d)).index_rebuilding
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+        d.proc = None
+    assert beside.exists() and _version(d.db_path) == schema.READABLE_SINCE
+    await d.start(wait_scan=False)
+    await wait_for(lambda: _rebuilt(d), timeout=60)
+    assert sorted(await d.search_paths("otter")) == ["a.md", "c.md"]
+    assert not beside.exists() and _version(d.db_path) == schema.SCHEMA_VERSION
+    assert d.stop() == 0
+
+
+async def test_a_full_disk_during_the_rebuild_leaves_the_old_index_answering(
+    make_daemon: MakeDaemon, small_disk: Path
+) -> None:
+    d = make_daemon()
+    d.state_dir = small_disk / "state"
+    d.extra_args = ["--watch", "off"]
+    await _older_index(d)
+    # About 2 MB of text: the new index cannot fit beside the old one in 1 MB.
+    for i in range(600):
+        write(d.root / "bulk" / f"n{i:03d}.md", f"# n{i}\n\n" + f"word{i} filler text " * 180)
+    await d.start(wait_scan=False)
+
+    async def full() -> StatusReply | None:
+        status = await _status(d)
+        return status if status.index_error else None
+
+    status = await wait_for(full, timeout=60)
+    assert "full" in status.index_error and status.index_rebuilding, status
+    async with d.client() as c:
+        old = await c.search("walrus")
+        assert [h.relpath for h in old.hits] == ["a.md"]
+        assert old.freshness is not None and old.freshness.rebuilding
+    assert _version(d.db_path) == schema.READABLE_SINCE
+    subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
+    await wait_for(lambda: _rebuilt(d), timeout=60)  # the daemon retries by itself
+    assert sorted(await d.search_paths("otter")) == ["a.md", "c.md"]
+    assert not schema.beside(d.db_path).exists()
+    assert _version(d.db_path) == schema.SCHEMA_VERSION
+    assert d.stop() == 0
+
+
+async def test_an_index_of_a_newer_kbindexd_is_refused_and_kept(make_daemon: MakeDaemon) -> None:
+    d = make_daemon()
+    write(d.root / "a.md", "survivor text\n")
+    await d.start()
+    assert d.stop() == 0
+    _set_version(d.db_path, schema.SCHEMA_VERSION + 1)
+    before = d.db_path.read_bytes()
+    proc = d.spawn()
+    assert wait_exit(proc) == 2  # not retried by the unit: a restart would not help
+    log = d.log()
+    assert "written by a newer kbindexd" in log and "Traceback" not in log, log
+    assert d.db_path.read_bytes() == before
+    assert not schema.beside(d.db_path).exists()
+
+    # Under socket activation it stays up and says why, as for a refused configuration.
+    proc, listening = _activated(d)
+    try:
+
+        async def refused() -> StatusReply | None:
+            try:
+                async with Client.connect(d.socket) as c:
+                    return await c.status()
+            except ClientError:
+                return None
+
+        status = await wait_for(refused, timeout=20)
+        assert status.unconfigured and "newer kbindexd" in status.config_error, status
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert wait_exit(proc) == 0
+    finally:
+        listening.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert d.db_path.read_bytes() == before
