@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
-from kbindex.daemon.backends.sqlite import schema
+from conftest import Daemon, MakeDaemon, note, wait_exit, wait_for, write
+from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.database import open_checked
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.query import compile_query
 from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import StatusReply
 from test_systemd_daemon import _activated
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = pytest.mark.anyio
 
 
 def _version(db: Path) -> int:
@@ -80,6 +84,7 @@ async def _rebuilt(d: Daemon) -> bool:
     return status.last_scan_at is not None and not status.index_rebuilding
 
 
+@pytest.mark.slow
 async def test_an_older_index_answers_while_the_new_one_is_built_beside_it(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -112,6 +117,7 @@ async def test_an_older_index_answers_while_the_new_one_is_built_beside_it(
     assert d.stop() == 0
 
 
+@pytest.mark.slow
 async def test_a_daemon_killed_mid_rebuild_finishes_it_at_its_next_start(
     make_daemon: MakeDaemon,
 ) -> None:
@@ -133,6 +139,7 @@ async def test_a_daemon_killed_mid_rebuild_finishes_it_at_its_next_start(
     assert d.stop() == 0
 
 
+@pytest.mark.slow
 async def test_a_full_disk_during_the_rebuild_leaves_the_old_index_answering(
     make_daemon: MakeDaemon, small_disk: Path
 ) -> None:
@@ -164,6 +171,7 @@ async def test_a_full_disk_during_the_rebuild_leaves_the_old_index_answering(
     assert d.stop() == 0
 
 
+@pytest.mark.slow
 async def test_an_index_of_a_newer_kbindexd_is_refused_and_kept(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     write(d.root / "a.md", "survivor text\n")
@@ -200,3 +208,72 @@ async def test_an_index_of_a_newer_kbindexd_is_refused_and_kept(make_daemon: Mak
             proc.kill()
             proc.wait()
     assert d.db_path.read_bytes() == before
+
+
+def _found(conn: sqlite.Connection, word: str) -> list[str]:
+    return [h.relpath for h in searcher.search(conn, compile_query(word, "all"), 10, None).hits]
+
+
+@pytest.fixture
+def older(tmp_path: Path) -> Iterator[Store]:
+    """A store opened on an index of schema 8 holding "walrus": building beside it."""
+    db = tmp_path / "index.sqlite3"
+    first = Store(db, Roots((tmp_path,)))
+    first.open()
+    first.apply([note("a.md", "walrus")], [])
+    first.close()
+    _set_version(db, schema.READABLE_SINCE)
+    s = Store(db, Roots((tmp_path,)))
+    assert s.open().state == "beside"
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_search_on_the_old_file_ends_there_before_the_new_one_takes_over(
+    older: Store,
+) -> None:
+    """The takeover deletes the old file's log and renames the new file over it: it
+    waits for a search still reading the old one, which answers from it whole."""
+    older.apply([note("a.md", "otter")], [])
+    taken: list[BaseException | None] = []
+
+    def take_over() -> None:
+        try:
+            older.built()
+            taken.append(None)
+        except BaseException as exc:
+            taken.append(exc)
+
+    with older.reader() as conn:
+        assert _found(conn, "walrus") == ["a.md"]
+        taking = threading.Thread(target=take_over)
+        taking.start()
+        taking.join(0.2)  # what it guards against (the log deleted under it) is at once
+        assert taking.is_alive() and older.rebuilding
+        assert _found(conn, "walrus") == ["a.md"] and _found(conn, "otter") == []
+    taking.join(10)
+    assert taken == [None] and not older.rebuilding
+    with older.reader() as conn:
+        assert _found(conn, "otter") == ["a.md"] and _found(conn, "walrus") == []
+    assert not older.beside.exists() and _version(older.db_path) == schema.SCHEMA_VERSION
+
+
+def test_damage_found_while_rebuilding_starts_the_rebuild_afresh(older: Store) -> None:
+    """Damage met while the old file answers and the new one fills: both are moved
+    aside (which one is damaged is not known), and the new one answers as it fills."""
+    older.apply([note("b.md", "otter")], [])
+    generation = older.generation
+    older.rebuild("database disk image is malformed")
+    assert older.generation > generation
+    kept = {p.name.split(".corrupt-")[0] for p in older.db_path.parent.glob("*.corrupt-*")}
+    assert kept == {older.beside.name, older.db_path.name}
+    assert "malformed" in older.recovered and older.rebuilding
+    with older.reader() as conn:
+        assert _found(conn, "walrus") == [] and _found(conn, "otter") == []
+    older.apply([note("b.md", "otter")], [])
+    older.built()
+    with older.reader() as conn:
+        assert _found(conn, "otter") == ["b.md"]
+    assert not older.beside.exists() and _version(older.db_path) == schema.SCHEMA_VERSION
