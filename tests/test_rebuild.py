@@ -12,6 +12,7 @@ daemon's first batch waits for it.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import threading
@@ -136,6 +137,44 @@ async def test_a_daemon_killed_mid_rebuild_finishes_it_at_its_next_start(
     await wait_for(lambda: _rebuilt(d), timeout=60)
     assert sorted(await d.search_paths("otter")) == ["a.md", "c.md"]
     assert not beside.exists() and _version(d.db_path) == schema.SCHEMA_VERSION
+    assert d.stop() == 0
+
+
+@pytest.mark.slow
+async def test_a_daemon_killed_after_some_batches_goes_on_from_there(
+    make_daemon: MakeDaemon,
+) -> None:
+    """Killed with part of the new index committed: the next start reads only the
+    files the new index does not hold yet, then it takes over."""
+    d = make_daemon()
+    await _older_index(d)
+    for i in range(1200):
+        write(d.root / "bulk" / f"n{i:04d}.md", f"# n{i}\n\n" + f"word{i} filler text " * 60)
+    await d.start(wait_scan=False)
+
+    async def partly() -> bool:
+        status = await _status(d)
+        assert status.index_rebuilding, "the rebuild ended before the kill"
+        return status.progress is not None and status.progress.done > 0
+
+    await wait_for(partly, timeout=60)
+    assert d.proc is not None
+    d.proc.send_signal(signal.SIGKILL)
+    d.proc.wait()
+    d.proc = None
+    held = sqlite.connect(schema.beside(d.db_path))
+    (committed,) = held.execute("SELECT count(*) FROM files").fetchone()
+    held.close()
+    assert 0 < committed < 1203
+    log_before = len(d.log_path.read_bytes())
+    await d.start(wait_scan=False)
+    await wait_for(lambda: _rebuilt(d), timeout=120)
+    assert sorted(await d.search_paths("otter")) == ["a.md", "c.md"]
+    assert (await _status(d)).indexed_files == 1203
+    resumed = d.log_path.read_bytes()[log_before:].decode(errors="replace")
+    changed = re.search(r"refresh of every root: 1203 files seen, (\d+) changed", resumed)
+    assert changed is not None and int(changed[1]) == 1203 - committed, resumed[-2000:]
+    assert not schema.beside(d.db_path).exists()
     assert d.stop() == 0
 
 
