@@ -102,6 +102,8 @@ async def test_an_older_index_answers_while_the_new_one_is_built_beside_it(
             assert old.freshness is not None and old.freshness.rebuilding
             assert not (await c.search("otter")).hits
             assert status.indexed_files == 2  # the old index's count
+        shown = d.kbctl("status")
+        assert "index being rebuilt from the files" in shown.stdout, shown.stdout
         assert d.proc is not None and d.proc.poll() is None
         assert beside.exists() and _version(d.db_path) == schema.READABLE_SINCE
     await wait_for(lambda: _rebuilt(d), timeout=60)
