@@ -1,11 +1,11 @@
 """kbindexd: the composition root. Builds every part from one Settings object and runs
 them in one task group.
 
-Order: take the instance locks, open the index (or start rebuilding it), start serving — search
-works while the first scan is still running — then scan, then rescan every
-``scan_interval_seconds``. Under systemd, readiness, progress and watchdog pings go to
-``$NOTIFY_SOCKET``, and an inherited (socket-activated) listener is served instead of a
-new one.
+Order: take the instance locks, open the index (or start building it again), start
+serving — search works while the first scan is still running — then scan, then rescan
+every ``scan_interval_seconds``. Under systemd, readiness, progress and watchdog pings
+go to ``$NOTIFY_SOCKET``, and an inherited (socket-activated) listener is served
+instead of a new one.
 
 Shutdown on SIGTERM or SIGINT: stop accepting, let requests in flight finish (up to
 ``DRAIN_SECONDS``), then cancel the group; a batch being written finishes its

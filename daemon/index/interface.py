@@ -39,7 +39,7 @@ class IndexRefused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Opened:
-    """What ``Index.open`` (or ``rebuild``) found.
+    """What ``Index.open`` found.
 
     ``ready``: the index serves and is written. ``beside``: it was made by an older
     kbindexd; a new one is built beside it, and the old one answers searches until the
