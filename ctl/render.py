@@ -151,6 +151,11 @@ def status(reply: StatusReply) -> str:
         lines.append(f"  {issue.path}: {issue.reason}")
     if reply.index_recovered:
         lines.append(f"index was rebuilt: {reply.index_recovered}")
+    if reply.index_rebuilding:
+        lines.append(
+            f"index being rebuilt from the files, answers may be out of date:"
+            f" {reply.index_rebuilding}"
+        )
     if reply.index_error:
         lines.append(f"INDEX NOT WRITABLE, answers may be out of date: {reply.index_error}")
     if reply.config_error:

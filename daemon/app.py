@@ -1,11 +1,11 @@
 """kbindexd: the composition root. Builds every part from one Settings object and runs
 them in one task group.
 
-Order: take the instance locks, open (or rebuild) the index, start serving — search
-works while the first scan is still running — then scan, then rescan every
-``scan_interval_seconds``. Under systemd, readiness, progress and watchdog pings go to
-``$NOTIFY_SOCKET``, and an inherited (socket-activated) listener is served instead of a
-new one.
+Order: take the instance locks, open the index (or start building it again), start
+serving — search works while the first scan is still running — then scan, then rescan
+every ``scan_interval_seconds``. Under systemd, readiness, progress and watchdog pings
+go to ``$NOTIFY_SOCKET``, and an inherited (socket-activated) listener is served
+instead of a new one.
 
 Shutdown on SIGTERM or SIGINT: stop accepting, let requests in flight finish (up to
 ``DRAIN_SECONDS``), then cancel the group; a batch being written finishes its
@@ -85,7 +85,7 @@ async def run(
             stack.enter_context(
                 Instance(settings.socket_path, settings.state_dir, owns_socket=inherited is None)
             )
-            await anyio.to_thread.run_sync(index.open)
+            opened = await anyio.to_thread.run_sync(index.open)
         except PermissionError as exc:
             raise StateDirUnusable(
                 f"cannot use the state directory {settings.state_dir}: {exc.strerror}"
@@ -93,6 +93,8 @@ async def run(
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
         try:
+            if opened.state != "ready":
+                notifier.status(f"rebuilding the index: {opened.reason}")
             await _serve(settings, roots, index, readers, notifier, inherited, reread)
         finally:
             with anyio.CancelScope(shield=True):
@@ -119,7 +121,7 @@ async def _serve(
         root_options=[settings.options_for(r) for r in roots.paths],
     )
     changes = Changes()
-    health = Health(depth=changes.depth)
+    health = Health(depth=changes.depth, rebuilding=lambda: index.rebuilding)
     commits = Commits()
     recovery = Recovery(health)
     indexer = Indexer(

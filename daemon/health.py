@@ -242,11 +242,21 @@ def _nothing_pending() -> int:
     return 0
 
 
+def _not_rebuilding() -> str:
+    return ""
+
+
 class Health:
-    def __init__(self, depth: Callable[[], int] = _nothing_pending) -> None:
-        """``depth``: how many changes wait in the watcher's queue."""
+    def __init__(
+        self,
+        depth: Callable[[], int] = _nothing_pending,
+        rebuilding: Callable[[], str] = _not_rebuilding,
+    ) -> None:
+        """``depth``: how many changes wait in the watcher's queue; ``rebuilding``: why
+        the index is being rebuilt, "" when it is not (``Index.rebuilding``)."""
         self._lock = threading.Lock()
         self._depth = depth
+        self.rebuilding = rebuilding
         self._started_at = time.time()
         self._last_scan_at: float | None = None
         self._last_scan_seconds: float | None = None

@@ -1,14 +1,19 @@
 """Keeping the index usable when its database turns out to be damaged while running.
 
-The startup check (``Store.open``, SQLite) catches a database that cannot be opened, fails
-``PRAGMA quick_check`` or holds paths that do not decode. Some damage only shows when
-a query meets it: a page of stored text with damaged bytes, a block of the full-text
-index (``SQLITE_CORRUPT_VTAB``). Then a read (``Service``) or a write (``Indexer``)
-reports it here, and the index is rebuilt in the background, once, from the files.
+The index is derived data: an index made by an older kbindexd, or found damaged when
+it opens (``Index.open``: a file that cannot be opened, fails ``PRAGMA quick_check`` or
+holds paths that do not decode), is built again from the files by the first scan of
+every root, which then makes it take over (``Index.built``); the old one answers
+meanwhile if it can. Some damage only shows when a query meets it: a page of stored
+text with damaged bytes, a block of the full-text index (``SQLITE_CORRUPT_VTAB``).
+Then a read (``Service``) or a write (``Indexer``) reports it here, and the index is
+rebuilt the same way in the background, once (``Index.rebuild``). A damaged file cannot
+answer: it is moved aside, and the new one answers as it fills.
 
 Why not exit and let systemd restart: the restart would find the same file, pass the
 same startup check and fail the same way, a crash loop. Meanwhile the daemon keeps
-serving: status works, and reads that meet the damage get ``index_rebuilding``.
+serving: status works and says the index is being rebuilt, and a read that met the
+damage gets ``index_rebuilding``.
 """
 
 from __future__ import annotations

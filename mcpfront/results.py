@@ -83,6 +83,8 @@ def freshness_text(fresh: Freshness | None) -> str:
         text += f"; {fresh.pending} file change(s) not indexed yet"
     if fresh.scanning or fresh.pending:
         text += ", results may lag"
+    if fresh.rebuilding:
+        text += f"; the index is being rebuilt ({fresh.rebuilding}), results may be out of date"
     if fresh.index_error:
         text += f"; the index cannot be written ({fresh.index_error}), results may be out of date"
     return text
@@ -199,6 +201,11 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
         lines.extend(f"- {e['path']}: {e['reason']}" for e in errors)
     if reply.index_recovered:
         lines.append(f"The index was rebuilt after corruption: {reply.index_recovered}")
+    if reply.index_rebuilding:
+        lines.append(
+            "The index is being rebuilt from the files, answers may be out of date:"
+            f" {reply.index_rebuilding}"
+        )
     if reply.index_error:
         lines.append(
             f"The index cannot be written, answers may be out of date: {reply.index_error}"

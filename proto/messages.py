@@ -411,7 +411,11 @@ class StatusReply(Reply, tag="status", frozen=True):
     state_dir: str = ""
     socket_path: str = ""
     index_recovered: str = ""
-    """Non-empty when the index was found corrupt at startup and rebuilt: what was kept aside."""
+    """Non-empty when the index was found corrupt and rebuilt: what was kept aside."""
+    index_rebuilding: str = ""
+    """Non-empty while the index is rebuilt from the files (made by an older kbindexd,
+    or damaged): why. Answers come from the old index as it was, or from the new one
+    as it fills."""
     watch: str = ""
     """The worst watcher state over the roots (see RootStatus.state)."""
     pending: int = 0
@@ -450,6 +454,9 @@ class Freshness(msgspec.Struct, kw_only=True):
     """The largest event-to-searchable delay over the last few minutes."""
     index_error: str = ""
     """Non-empty while the index cannot be written: answers may be out of date."""
+    rebuilding: str = ""
+    """Non-empty while the index is rebuilt from the files (see
+    ``StatusReply.index_rebuilding``): answers may be out of date or incomplete."""
 
 
 MATCH_OPEN: Final = "\u27e6"

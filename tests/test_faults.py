@@ -332,7 +332,7 @@ def test_a_search_during_a_rebuild_sees_the_new_file_complete(
     store.apply([note("a.md", "walrus harbour")], [])
     first = pause == "before the new file exists"
     owner: object = store_module if first else schema
-    name = "open_checked" if first else "migrate"
+    name = "open_checked" if first else "create"
     real = getattr(owner, name)
     entered, release = threading.Event(), threading.Event()
 

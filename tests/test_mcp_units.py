@@ -10,9 +10,9 @@ from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.httpserver import transport_security
 from kbindex.mcpfront.repeats import RepeatFilter
 from kbindex.mcpfront.resources import mime_type, path_of
-from kbindex.mcpfront.results import BUDGET, file_uri, read_file, split_numbered
+from kbindex.mcpfront.results import BUDGET, file_uri, freshness_text, read_file, split_numbered
 from kbindex.mcpfront.tools import _ProgressTracker
-from kbindex.proto.messages import Progress, ReadFileReply
+from kbindex.proto.messages import Freshness, Progress, ReadFileReply
 from mcp.shared.exceptions import MCPError
 
 
@@ -194,3 +194,10 @@ def test_a_repeated_log_statement_is_said_once_then_counted() -> None:
         ]
     finally:
         log.removeHandler(handler)
+
+
+def test_an_answer_from_an_index_being_rebuilt_says_so() -> None:
+    why = "the index was made by an older kbindexd (schema version 8, now 9)"
+    text = freshness_text(Freshness(last_scan_at=None, rebuilding=why))
+    assert f"the index is being rebuilt ({why}), results may be out of date" in text
+    assert "rebuilt" not in freshness_text(Freshness(last_scan_at=None))

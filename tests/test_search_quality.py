@@ -1,6 +1,6 @@
 """Search quality with known answers: identifiers whole and by their parts, CJK text,
 snippets placed on the match. A generated corpus of a few hundred files goes through
-a real daemon; the schema migration and the document writer are checked on real
+a real daemon; the document writer is checked on real
 SQLite files.
 """
 
@@ -331,29 +331,6 @@ CJK = st.text(alphabet="東京都にすんでいま서울ภาษาไทย�
 def test_no_mixed_input_raises(tables: sqlite.Connection, pieces: list[str], mode: str) -> None:
     """Identifiers, CJK, Thai and operator soup together still compile to valid FTS5."""
     searcher.search(tables, to_plan(" ".join(pieces), mode, limit=1))
-
-
-def test_migration_from_v1_rebuilds_the_tables(tmp_path: Path) -> None:
-    db = tmp_path / "index.sqlite3"
-    conn = sqlite.connect(db)
-    conn.executescript(schema.MIGRATIONS[1] + "PRAGMA user_version = 1;")
-    conn.execute(
-        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at)"
-        " VALUES ('/r/a.md', '/r', 'a.md', 1, 1, 0)"
-    )
-    conn.execute("INSERT INTO docs(rowid, name, title, body) VALUES (1, 'a.md', '', 'x')")
-    conn.commit()
-    conn.close()
-    s = Store(db, Roots(()))
-    s.open()
-    try:
-        assert s.writer.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-        # Forgotten, so the next scan reads every file again into the new columns.
-        assert s.writer.execute("SELECT count(*) FROM files").fetchone()[0] == 0
-        columns = [r[1] for r in s.writer.execute("PRAGMA table_info(docs)")]
-        assert columns == list(documents.COLUMNS)
-    finally:
-        s.close()
 
 
 def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:

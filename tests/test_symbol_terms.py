@@ -95,16 +95,16 @@ async def test_symbol_terms_find_their_documents_and_mark_only_themselves(daemon
 
 @pytest.mark.slow
 async def test_an_index_from_version_4_learns_the_symbol_tokens(make_daemon: MakeDaemon) -> None:
-    """A v4 index holds C++ as the bare "c" only: the upgrade re-derives every file's
-    columns (the next scan reads them again) and C++ finds its document."""
+    """A v4 index holds C++ as the bare "c" only: it is built again from the files (the
+    first scan reads them into a new file, which then takes its place) and C++ finds
+    its document."""
     d = make_daemon()
     for name, text in CORPUS.items():
         write(d.root / name, text)
     await d.start()
     assert d.stop() == 0
     # What version 4 wrote: the same rows without symbol tokens, and the unstemmed index
-    # in a file of its own (none here: the upgrade deletes it anyway).
-    # (Its ``docs`` stored text; the migrations since make every table anew.)
+    # in a file of its own (none here: it would be deleted anyway).
     conn = sqlite.connect(d.db_path)
     conn.executescript(
         "DROP TABLE docs_exact_words; DROP TABLE docs_exact; DROP TABLE docs_grams;"

@@ -15,7 +15,7 @@ for the daemon (rebuild, retry later, or a plain bug).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from kbindex.daemon.index.plan import Plan
@@ -45,8 +45,23 @@ Maintenance = Literal["refresh", "bulk"]
 
 
 class IndexRefused(Exception):
-    """The index cannot be used by this daemon at all (a shared database written by a
-    newer kbindexd): restarting would not help."""
+    """The index cannot be used by this daemon at all (written by a newer kbindexd):
+    restarting would not help."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What ``Index.open`` found.
+
+    ``ready``: the index serves and is written. ``beside``: it was made by an older
+    kbindexd; a new one is built beside it, and the old one answers searches until the
+    new one's first scan of every root has committed (``Index.built``). ``afresh``: the
+    old one cannot answer (damaged, or too old to read): it was moved aside or waits
+    to be replaced, and searches answer from the new one as it fills."""
+
+    state: Literal["ready", "beside", "afresh"]
+    reason: str = ""
+    """Why the index is being rebuilt ("" when ready)."""
 
 
 class NotIndexed(Exception):
@@ -62,11 +77,18 @@ class Index(Protocol):
     time (the indexer's writer); the read side from any number of reader threads."""
 
     recovered: str
-    """Why the index was found unusable and started afresh, if it was ("" otherwise)."""
+    """Why the index was found damaged and where it was kept, if it was ("" otherwise)."""
+
+    @property
+    def rebuilding(self) -> str:
+        """Why the index is being rebuilt from the files, until it is ready ("" then):
+        answers come from the old index as it was, or from the new one as it fills."""
+        ...
 
     @property
     def generation(self) -> int:
-        """Bumped by ``rebuild``: a read of an older index says nothing of the new one."""
+        """Bumped when reads move to another file (``rebuild``, ``built``): a read of an
+        older file says nothing of the new one."""
         ...
 
     def failure(self, exc: BaseException) -> Failure | None:
@@ -77,10 +99,20 @@ class Index(Protocol):
 
     # ---------------------------------------------------------------- lifecycle
 
-    def open(self) -> None: ...
+    def open(self) -> Opened:
+        """Open the index; raises IndexRefused when this daemon must not use it."""
+        ...
+
     def close(self) -> None: ...
-    def rebuild(self, reason: str) -> Path | None:
-        """Start afresh after damage; returns where the old data was kept, if anywhere."""
+    def rebuild(self, reason: str) -> None:
+        """Start afresh after damage found while serving (the damaged data kept aside
+        where the backend can); the next scan of every root fills the index again."""
+        ...
+
+    def built(self) -> None:
+        """A scan of every root has committed since ``open`` or ``rebuild``: an index
+        being rebuilt is complete and takes over (nothing to do when ready). Called by
+        the writer, with no write in progress."""
         ...
 
     # ---------------------------------------------------------------- writes

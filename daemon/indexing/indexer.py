@@ -138,7 +138,7 @@ class Indexer:
             log.warning("maintaining the index failed: %s", exc)
 
     async def rebuild(self, reason: str) -> None:
-        """Replace a damaged database with an empty one (the next refresh fills it)."""
+        """Start a damaged index afresh (the next refresh of every root fills it)."""
         async with self._job:
             await anyio.to_thread.run_sync(self.index.rebuild, reason, limiter=self._writer)
             self.commits.committed()
@@ -172,6 +172,10 @@ class Indexer:
             self._writable()
             await self._maintain(outcome)
             if scope is None:
+                # Every root scanned into it: an index being rebuilt is complete (before
+                # the scan counts as done: the new index answers once it does).
+                if self.index.rebuilding:
+                    await self._commit(self.index.built)
                 self.health.record(Scanned(outcome.seconds))
             # Event-driven refreshes (every saved file) log at debug, full scans at info.
             log.log(

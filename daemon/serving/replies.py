@@ -56,6 +56,7 @@ def freshness(health: Health) -> Freshness:
         watch=health.watch_state(),
         lag_seconds=health.lag().max_seconds,
         index_error=health.index_error,
+        rebuilding=health.rebuilding(),
     )
 
 

@@ -274,6 +274,7 @@ class Service:
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
             index_recovered=self.index.recovered,
+            index_rebuilding=self.index.rebuilding,
             index_error=self.health.index_error,
             config_error=self.control.config_error,
             watch=health.watch_state(),

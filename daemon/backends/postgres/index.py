@@ -20,13 +20,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
 from kbindex.daemon.backends.postgres import reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
-from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance
+from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance, Opened
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
@@ -80,6 +79,8 @@ class PgIndex:
     def __init__(self, dsn: str, machine: str) -> None:
         self.machine = machine
         self.recovered = ""
+        self.rebuilding = ""
+        """Never: a shared index changes schema by its owner's ``migrate``."""
         self._writes = 0
         """This daemon's commits: what it counted of the index is stale once they move."""
         self.generation = 0
@@ -107,17 +108,21 @@ class PgIndex:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def open(self) -> None:
+    def open(self) -> Opened:
         try:
             self._conn()
         except psycopg.OperationalError as exc:
             log.warning("the shared index cannot be reached yet (%s); retrying", exc)
+        return Opened("ready")
 
     def close(self) -> None:
         self._readers.close()
         self._writer.close()  # its advisory locks go with it
 
-    def rebuild(self, reason: str) -> Path | None:
+    def built(self) -> None:
+        """Nothing is built beside: the rows are rewritten where they are."""
+
+    def rebuild(self, reason: str) -> None:
         """Forget the rows of the roots this daemon writes (the next scan writes them
         again); other daemons' rows stay, whatever their machine name."""
         conn = self._conn()
@@ -128,7 +133,6 @@ class PgIndex:
                 )
         self._writes += 1
         self.recovered = reason
-        return None
 
     def _conn(self) -> Connection:
         """The writer's connection, the schema migrated once it could be."""

@@ -2,21 +2,30 @@
 
 Searches never wait for the writer (WAL mode): each runs on a connection of its own,
 taken from this pool and given back. A rebuild replaces the file while the daemon
-serves, so every connection carries the generation of the file it opened: one of an
-older file is closed whether it is taken or given back, and no connection opens while
-the new file is being created (it would find no file, or one without tables, where the
-client must only ever see the rebuild).
+serves (a damaged one moved aside, an index rebuilt beside the old one taking its
+name), so every connection carries the generation of the file it opened: one of an
+older file is closed whether it is taken or given back, the swap waits until none is
+in use, and no connection opens while the new file is being put in place (it would
+find no file, or one without tables, where the client must only ever see the rebuild).
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Final
 
 from kbindex.daemon.backends.sqlite.engine import sqlite
+
+log = logging.getLogger(__name__)
+
+IN_USE_WAIT_SECONDS: Final = 30.0
+"""How long a swap waits for the connections in use to come back: each search ends
+within its deadline, well before."""
 
 
 def connect(path: Path, *, readonly: bool) -> sqlite.Connection:
@@ -37,14 +46,23 @@ class Readers:
         """The one used last on top: its page cache is the warmest (a FIFO pool would
         hand sequential searches to colder and colder connections)."""
         self._replacing = threading.Lock()
+        self._lending = threading.Condition()
+        self._lent = 0
+        """Connections in use (taken and not given back)."""
 
     @contextmanager
-    def replacing(self) -> Iterator[None]:
-        """Hold while the file is replaced: connections to the old one are closed, and
-        none opens until the new one is complete."""
+    def replacing(self, path: Path | None = None) -> Iterator[None]:
+        """Hold while the file is replaced, or while the readers move to ``path``:
+        connections to the old file are closed (those in use once given back, which
+        this waits for), and none opens until the new one is complete."""
         with self._replacing:
-            self.generation += 1
-            self.close()
+            with self._lending:
+                self.generation += 1
+                self.close()
+                if not self._lending.wait_for(lambda: self._lent == 0, IN_USE_WAIT_SECONDS):
+                    log.warning("%d search(es) still read the old index file", self._lent)
+            if path is not None:
+                self.db_path = path
             yield
 
     @contextmanager
@@ -57,17 +75,22 @@ class Readers:
                 with self._replacing:
                     generation = self.generation
                     conn = connect(self.db_path, readonly=True)
-                break
-            if generation == self.generation:
-                break
+            with self._lending:
+                if generation == self.generation:
+                    self._lent += 1
+                    break
             conn.close()
         try:
             yield conn
         finally:
             conn.set_progress_handler(None, 0)
-            if generation == self.generation:
-                self._idle.put((generation, conn))
-            else:
+            with self._lending:
+                self._lent -= 1
+                current = generation == self.generation
+                if current:
+                    self._idle.put((generation, conn))
+                self._lending.notify_all()
+            if not current:
                 conn.close()
 
     @contextmanager

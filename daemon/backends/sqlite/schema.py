@@ -1,4 +1,4 @@
-"""The index's tables, and the migrations that bring an older file up to date.
+"""The index's tables, and what an index file of another schema version means.
 
 One SQLite file holds everything:
 
@@ -16,29 +16,36 @@ One SQLite file holds everything:
 - ``docs_grams``: the distinct byte trigrams of each document's text (``grams``), for
   grep to rule files out; contentless, no positions.
 
-Migration N takes a database at ``user_version`` N-1 to N. An FTS5 table cannot be
-altered in place, so migrations that change one drop it and forget the files'
-metadata: the next scan reads every file again (the files are the truth).
+The index is derived data: the files are the truth. A file of another schema version
+is never changed in place. One of an older version is rebuilt beside itself (``store``):
+a new file, ``index-v{SCHEMA_VERSION}.sqlite3``, is filled by a scan of every root while
+the old one, read-only, answers searches (if today's reads understand its tables: from
+``READABLE_SINCE`` on); then the new file takes the old one's name. One of a newer
+version (a newer kbindexd wrote it) is refused. A change to the tables bumps
+``SCHEMA_VERSION``; one that today's reads would fail on in an older file also raises
+``READABLE_SINCE``.
 """
 
 from __future__ import annotations
 
-import logging
+from pathlib import Path
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.engine import TOKENIZER
 
-log = logging.getLogger(__name__)
-
 SCHEMA_VERSION: Final = 9
+READABLE_SINCE: Final = 8
+"""The oldest schema whose tables today's reads understand: an index file of that
+version or later (and older than SCHEMA_VERSION) answers searches while its
+successor is built."""
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
 """Every word of ``docs_exact`` with the number of documents holding it (fts5vocab)."""
 FTS_HASH_BYTES: Final = 16 << 20
-"""Pending index data an FTS5 table holds in memory before it writes a segment (v3)."""
+"""Pending index data an FTS5 table holds in memory before it writes a segment."""
 
-_V1: Final = f"""
+CURRENT: Final = f"""
 CREATE TABLE files(
     id INTEGER PRIMARY KEY,
     path TEXT NOT NULL UNIQUE,
@@ -49,130 +56,12 @@ CREATE TABLE files(
     indexed_at REAL NOT NULL,
     encoding TEXT,
     skip_reason TEXT,
-    skip_detail TEXT
+    skip_detail TEXT,
+    ctime_ns INTEGER NOT NULL DEFAULT 0,
+    ino INTEGER NOT NULL DEFAULT 0,
+    dev INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX files_root_relpath ON files(root, relpath);
-CREATE VIRTUAL TABLE docs USING fts5(name, title, body, tokenize='{TOKENIZER}');
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    name, title, body, content='docs', tokenize='{EXACT_TOKENIZER}'
-);
-"""
-
-_V2: Final = f"""
-DROP TABLE IF EXISTS docs_exact;
-DROP TABLE docs;
-DELETE FROM files;
-CREATE VIRTUAL TABLE docs USING fts5(
-    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
-);
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    name, title, body, subwords, grams, content='docs', tokenize='{EXACT_TOKENIZER}'
-);
-"""
-# v2 adds two derived columns (daemon/indexing/tokens.py, written by daemon/indexing/documents.py):
-# subwords (camelCase parts and joined snake_case forms of identifiers) and grams
-# (character bigrams of Chinese, Japanese, Korean, Thai text; empty for other text).
-
-_V3: Final = f"""
-INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
-DROP TABLE docs_exact;
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT OR IGNORE INTO meta VALUES ('writes', 0);
-"""
-# v3: a larger hashsize (fewer segments flushed and merged again during a full index)
-# and automerge 16 (larger, rarer merges; ``Store.optimize`` merges what is left).
-# docs_exact moved to a second file (undone by v5).
-
-_V4: Final = """
-ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE files ADD COLUMN ino INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE files ADD COLUMN dev INTEGER NOT NULL DEFAULT 0;
-"""
-# v4 records what git's index compares besides size and mtime (``Seen.signature``). The
-# zeros of existing rows never match a real file, so the next scan re-reads each once.
-
-_V5: Final = f"""
-DROP TABLE IF EXISTS meta;
-DROP TABLE docs;
-DELETE FROM files;
-CREATE VIRTUAL TABLE docs USING fts5(
-    name, title, body, subwords, grams, tokenize='{TOKENIZER}'
-);
-INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
-);
-CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab(docs_exact, 'row');
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
-"""
-# v5 brings docs_exact back into this file, written by the one writer in the same
-# transaction as docs: no second file to keep in step, repair or attach. The old file
-# (``store.legacy_exact_path``) is deleted on open. Every file is read again, which also
-# derives the tokens of symbol terms in ``subwords`` (C++ -> cplusplus; ``tokens``).
-
-_V6: Final = f"""
-DELETE FROM files;
-DELETE FROM docs;
-DROP TABLE docs_exact;
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
-);
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
-CREATE VIRTUAL TABLE docs_grams USING fts5(
-    grams, content='', detail=none, columnsize=0, tokenize='ascii'
-);
-INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
-"""
-# v6 adds the trigram index grep reads. Its rows must come from the same writes as the
-# documents', so every file is read again (emptying docs_exact takes recreating it:
-# a contentless table cannot be emptied without its rows' words).
-
-_V7: Final = f"""
-DELETE FROM files;
-DROP TABLE IF EXISTS {VOCABULARY};
-DROP TABLE IF EXISTS docs_exact;
-DROP TABLE IF EXISTS docs_grams;
-DROP TABLE IF EXISTS texts;
-DROP TABLE docs;
-CREATE VIRTUAL TABLE docs USING fts5(
-    name, title, body, subwords, grams, content='', tokenize='{TOKENIZER}'
-);
-INSERT INTO docs(docs, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs(docs, rank) VALUES ('automerge', 16);
-CREATE TABLE texts(
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL,
-    title TEXT NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE VIRTUAL TABLE docs_exact USING fts5(
-    words, content='', detail=none, tokenize='{EXACT_TOKENIZER}'
-);
-CREATE VIRTUAL TABLE {VOCABULARY} USING fts5vocab(docs_exact, 'row');
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_exact(docs_exact, rank) VALUES ('automerge', 16);
-CREATE VIRTUAL TABLE docs_grams USING fts5(
-    grams, content='', detail=none, columnsize=0, tokenize='ascii'
-);
-INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
-INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
-"""
-# v7 stops storing a second copy of every file's text inside ``docs`` (1.37 GB of a
-# kernel tree's index): the text moves to ``texts``, compressed to about a fifth. Every
-# table is made anew and every file read again.
-
-_V8: Final = f"""
-DELETE FROM files;
-DROP TABLE IF EXISTS {VOCABULARY};
-DROP TABLE IF EXISTS docs_exact;
-DROP TABLE IF EXISTS docs_grams;
-DROP TABLE IF EXISTS texts;
-DROP TABLE docs;
 CREATE VIRTUAL TABLE docs USING fts5(
     name, title, body, subwords, grams,
     content='', contentless_delete=1, tokenize='{TOKENIZER}'
@@ -192,50 +81,35 @@ CREATE VIRTUAL TABLE docs_grams USING fts5(
 INSERT INTO docs_grams(docs_grams, rank) VALUES ('hashsize', {FTS_HASH_BYTES});
 INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 """
-# v8 keeps no text at all: the full-text tables remove rows by rowid (``engine``), so
-# the compressed copy of every file (``texts``, 0.22x a kernel tree) has no more use;
-# snippets come from the files. ``docs_grams`` keeps its column sizes, which
-# ``contentless_delete`` needs. Every table is made anew and every file read again.
-
-_V9: Final = """
-UPDATE files SET mtime_ns = -1 WHERE skip_reason IS NULL AND size > 8192;
-"""
-# v9 marks the trigrams of a text holding a NUL (``grams.NUL_MARK``). Only a file past
-# the 8 KiB that text detection samples can hold one: those are read again at the next
-# scan (-1 is ``textfile.RETRY_MTIME_NS``), and grep names them until then (``sweep``).
-
-MIGRATIONS: Final[dict[int, str]] = {
-    1: _V1,
-    2: _V2,
-    3: _V3,
-    4: _V4,
-    5: _V5,
-    6: _V6,
-    7: _V7,
-    8: _V8,
-    9: _V9,
-}
+# ``files`` records what ``stat`` said of each file (``Seen.signature``): size, mtime,
+# and what git's index compares besides (ctime, inode, device). The full-text tables
+# are contentless and remove a row by its rowid (``engine``): the index keeps no text,
+# snippets come from the files. ``docs`` holds two derived columns
+# (``indexing/tokens.py``): subwords (camelCase parts and joined snake_case forms of
+# identifiers, the tokens of symbol terms: C++ -> cplusplus) and grams (character
+# bigrams of Chinese, Japanese, Korean, Thai text). A larger hashsize than FTS5's means
+# fewer segments flushed and merged again during a full index; automerge 16 makes
+# merges larger and rarer (``Store.optimize`` merges what is left). ``docs_grams``
+# keeps its column sizes, which ``contentless_delete`` needs; a text holding a NUL
+# marks its trigrams (``grams.NUL_MARK``).
 
 
 def create(conn: sqlite.Connection) -> None:
-    """Bring an empty database to the current schema (tests and tools; ``migrate`` does
-    the same for the daemon, one committed step at a time)."""
-    for version in sorted(MIGRATIONS):
-        conn.executescript(MIGRATIONS[version])
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    """Make the current schema in an empty database (no transaction open)."""
+    conn.executescript(
+        f"BEGIN IMMEDIATE; {CURRENT}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+    )
 
 
-def migrate(conn: sqlite.Connection) -> None:
-    """Bring the database on ``conn`` (no transaction open) to SCHEMA_VERSION, one
-    transaction per step. The caller has checked the version is not newer."""
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    for target in range(version + 1, SCHEMA_VERSION + 1):
-        log.info("migrating index schema to version %d", target)
-        try:
-            conn.executescript(
-                f"BEGIN IMMEDIATE; {MIGRATIONS[target]}; PRAGMA user_version = {target}; COMMIT;"
-            )
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+def beside(db_path: Path) -> Path:
+    """Where the index of this schema is built beside an older (or damaged) one at
+    ``db_path``: ``index-v9.sqlite3`` beside ``index.sqlite3``."""
+    return db_path.with_name(f"{db_path.stem}-v{SCHEMA_VERSION}{db_path.suffix}")
+
+
+def others_beside(db_path: Path) -> list[Path]:
+    """Files built beside ``db_path`` by a kbindexd of another schema version, and
+    left unfinished: partial, so of no use to this one."""
+    ours = beside(db_path).name
+    found = db_path.parent.glob(f"{db_path.stem}-v*{db_path.suffix}")
+    return [p for p in found if p.name != ours]

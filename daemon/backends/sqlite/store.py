@@ -7,9 +7,14 @@ the whole batch or none of it.
 Searches use read-only connections from ``readers``, so they are never blocked by
 indexing and see the index as of the last committed batch.
 
-A database that cannot be opened or fails ``PRAGMA quick_check``, or that was written
-by a newer schema version, is moved aside (kept for inspection) and rebuilt from the
-files: the index is derived data, the files are the truth.
+The index is derived data, the files are the truth: it is never migrated, it is built
+again. A file of an older schema version stays where it is (``index.sqlite3``) and,
+read-only, answers searches while the new one is built beside it
+(``index-v{SCHEMA_VERSION}.sqlite3``) by the next scan of every root; then the new file
+takes the old one's name (``built``). A file that cannot be opened or fails ``PRAGMA
+quick_check`` cannot answer: it is moved aside (kept for inspection) and the new one
+answers as it fills. A daemon stopped or killed meanwhile finds the file beside at its
+next start and goes on filling it. A file of a newer schema version is refused.
 """
 
 from __future__ import annotations
@@ -21,19 +26,24 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon.backends.sqlite import documents
+from kbindex.daemon.backends.sqlite import documents, schema
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.database import (
     IndexUnusable,
+    check_readable,
+    file_version,
     legacy_exact_path,
     move_aside,
     open_checked,
+    replace,
+    too_new,
+    writer_connection,
 )
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import Readers
 from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, transaction
-from kbindex.daemon.index.interface import Maintenance
+from kbindex.daemon.index.interface import Maintenance, Opened
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
     Document,
@@ -70,7 +80,12 @@ class Store:
         holds of it (``Roots.inside``), whatever its rows say."""
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
+        self._writing_to = db_path
+        """The file the writer writes: ``db_path``, or the one beside it while the
+        index is rebuilt."""
         self.recovered = ""
+        self.rebuilding = ""
+        """Why the index is being rebuilt, until the file beside takes over ("")."""
         self._writer: sqlite.Connection | None = None
         self.readers = Readers(db_path)
         self.unmerged = 0
@@ -79,17 +94,71 @@ class Store:
 
     # ------------------------------------------------------------ lifecycle
 
-    def open(self) -> None:
-        """Open (creating or migrating) the database; rebuild it if it is unusable."""
+    def open(self) -> Opened:
+        """Open the index, or start (or go on) building it again; see the module."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         delete_files(legacy_exact_path(self.db_path))
+        for other in schema.others_beside(self.db_path):
+            delete_files(other)  # left unfinished by a kbindexd of another version
         try:
-            self._writer = open_checked(self.db_path)
+            version = file_version(self.db_path)
         except IndexUnusable as exc:
+            return self._afresh(f"the index could not be read ({exc})", damaged=True)
+        if version is not None and version > schema.SCHEMA_VERSION:
+            raise too_new(self.db_path, version)
+        if version == schema.SCHEMA_VERSION or (version is None and not self.beside.exists()):
+            delete_files(self.beside)
+            try:
+                self._open_writer(self.db_path)
+            except IndexUnusable as exc:
+                return self._afresh(f"the index is damaged ({exc})", damaged=True)
+            return Opened("ready")
+        if version is None:
+            return self._afresh("an unfinished rebuild of the index goes on", damaged=False)
+        reason = (
+            f"the index was made by an older kbindexd (schema version {version},"
+            f" now {schema.SCHEMA_VERSION})"
+        )
+        if version < schema.READABLE_SINCE:
+            return self._afresh(reason, damaged=False)  # replaced once the new one is built
+        try:
+            check_readable(self.db_path)
+        except IndexUnusable as exc:
+            return self._afresh(f"{reason} and damaged ({exc})", damaged=True)
+        self._open_beside(reason)
+        log.warning("%s: building it again beside; the old one answers meanwhile", reason)
+        return Opened("beside", reason)
+
+    @property
+    def beside(self) -> Path:
+        """Where the index is built again, beside the old one."""
+        return schema.beside(self.db_path)
+
+    def _afresh(self, reason: str, *, damaged: bool) -> Opened:
+        """Build the index beside a file that cannot answer; searches read the new one."""
+        if damaged and self.db_path.exists():
             kept = move_aside(self.db_path)
-            self.recovered = f"{exc}; the old file was kept as {kept}"
-            log.warning("index database unusable (%s): moved to %s, rebuilding", exc, kept)
-            self._writer = open_checked(self.db_path)
+            self.recovered = f"{reason}; the old file was kept as {kept}"
+            log.warning("%s: moved to %s, rebuilding", reason, kept)
+        else:
+            log.warning("%s: rebuilding", reason)
+        self.readers.db_path = self.beside
+        self._open_beside(reason)
+        return Opened("afresh", reason)
+
+    def _open_beside(self, reason: str) -> None:
+        try:
+            self._open_writer(self.beside)
+        except IndexUnusable as exc:
+            log.warning("the unfinished rebuild is damaged too (%s): starting it again", exc)
+            delete_files(self.beside)
+            self._open_writer(self.beside)
+        self.rebuilding = reason
+
+    def _open_writer(self, path: Path) -> None:
+        self._writer = open_checked(path)
+        self._writing_to = path
+        self.checkpoints = Checkpointer(path)
 
     def _close_writer(self) -> None:
         if self._writer is not None:
@@ -111,17 +180,54 @@ class Store:
         yield conn
         self.checkpoints.wrote()
 
-    def rebuild(self, reason: str) -> Path:
-        """Replace a database found damaged while running with an empty one; the old
-        file is kept aside. Call with no write in progress (the indexer's lock)."""
+    def rebuild(self, reason: str) -> None:
+        """Start afresh after damage found while serving: the files read and written
+        (the index; or the old one and the one built beside it) are moved aside, and a
+        new one is built beside, answering as it fills. Call with no write in progress
+        (the indexer's lock)."""
+        damaged = sorted({self.readers.db_path, self._writing_to})
+        with self.readers.replacing(self.beside):
+            self._stop_writer()
+            kept = [move_aside(path) for path in damaged if path.exists()]
+            where = f"; the old file was kept as {kept[0]}" if kept else ""
+            self.recovered = f"{reason}{where}"
+            log.error("index database damaged (%s): kept as %s, rebuilding", reason, kept)
+            self._open_writer(self.beside)
+            self.rebuilding = reason
+
+    def built(self) -> None:
+        """A scan of every root has committed: a rebuilt index takes the index's name
+        and answers from now on; the old file is gone. Nothing to do when ready."""
+        if not self.rebuilding:
+            return
         with self.readers.replacing():
-            self.checkpoints.settle()
-            self._close_writer()
-            kept = move_aside(self.db_path)
-            self.recovered = f"{reason}; the old file was kept as {kept}"
-            log.error("index database damaged (%s): moved to %s, rebuilding", reason, kept)
-            self._writer = open_checked(self.db_path)
-        return kept
+            self.checkpoints.close()
+            # Everything in the file before it is closed and renamed: the log's name
+            # does not follow the file.
+            busy = self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                log.warning("the rebuilt index is still being read; it takes over later")
+                self.checkpoints = Checkpointer(self._writing_to)
+                return
+            self._stop_writer()
+            try:
+                replace(self.beside, self.db_path)
+            finally:
+                # Renamed or not (a failure is retried after the next scan), the writer
+                # goes on with the file.
+                done = not self.beside.exists()
+                self._writing_to = self.db_path if done else self.beside
+                self._writer = writer_connection(self._writing_to)
+                self.checkpoints = Checkpointer(self._writing_to)
+                if done:
+                    self.readers.db_path = self.db_path
+                    self.rebuilding = ""
+        log.info("the rebuilt index is complete and answers from now on")
+
+    def _stop_writer(self) -> None:
+        self.checkpoints.settle()
+        self.checkpoints.close()
+        self._close_writer()
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database and empty it (after a large refresh): the
