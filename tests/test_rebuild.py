@@ -27,7 +27,7 @@ from kbindex.daemon.backends.sqlite.database import open_checked
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.roots import Roots
-from kbindex.daemon.searching.query import compile_query
+from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import StatusReply
 from test_systemd_daemon import _activated
@@ -252,7 +252,7 @@ async def test_an_index_of_a_newer_kbindexd_is_refused_and_kept(make_daemon: Mak
 
 
 def _found(conn: sqlite.Connection, word: str) -> list[str]:
-    return [h.relpath for h in searcher.search(conn, compile_query(word, "all"), 10, None).hits]
+    return [h.relpath for h in searcher.search(conn, to_plan(word, "all", limit=10)).hits]
 
 
 @pytest.fixture
