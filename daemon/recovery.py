@@ -19,6 +19,7 @@ damage gets ``index_rebuilding``.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from typing import Final
 
 import anyio
@@ -49,11 +50,12 @@ class Recovery:
         """Start the rebuild, unless one is already under way."""
         if not self.rebuilding:
             self.rebuilding = True
-            self._send.send_nowait(reason)
+            with suppress(anyio.ClosedResourceError):  # shutting down
+                self._send.send_nowait(reason)
 
     async def run(self, indexer: Indexer) -> None:
         """Rebuild with ``indexer`` each time damage is reported, until cancelled."""
-        async with self._reasons:
+        with self._send, self._reasons:
             async for reason in self._reasons:
                 await self._rebuild(indexer, reason)
 
