@@ -33,8 +33,11 @@ import anyio.to_thread
 from kbindex.daemon import heap
 from kbindex.daemon import settings as settings_mod
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
+from kbindex.daemon.extracting.extractor import Extractor, installed
+from kbindex.daemon.extracting.workers import Limits
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, IndexRefused
+from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.recovery import Recovery
@@ -93,6 +96,10 @@ async def run(
                 f" ({exc.filename}); fix its permissions or choose another with --state-dir"
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
+        extractor = _extractor(settings)
+        textfile.read_documents(extractor)
+        if extractor is not None:
+            stack.callback(extractor.close)
         try:
             await _serve(settings, roots, index, readers, notifier, inherited, reread)
         finally:
@@ -101,6 +108,19 @@ async def run(
                 await anyio.to_thread.run_sync(readers.shutdown)
                 await anyio.to_thread.run_sync(index.close)
             log.info("stopped")
+
+
+def _extractor(settings: Settings) -> Extractor | None:
+    """The documents' reader, where ``kbindex[documents]`` is installed."""
+    if not installed():
+        return None
+    limits = Limits(
+        cpu_seconds=settings.extract_seconds,
+        memory_bytes=int(settings.extract_memory_mb * (1 << 20)),
+        wall_seconds=2 * settings.extract_seconds,
+        max_chars=settings.max_file_bytes,
+    )
+    return Extractor(settings.state_dir, limits, int(settings.extract_cache_mb * (1 << 20)))
 
 
 async def _serve(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextlib import suppress
 from functools import partial
@@ -21,10 +21,11 @@ import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
 from kbindex.daemon.backends.sqlite import candidates
+from kbindex.daemon.extracting import formats, pages
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.health import Health
-from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.interface import Counts, File, Hit, Index, NotIndexed, SearchResult
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -239,12 +240,13 @@ class Service:
         return self._counted[1]
 
     async def _size_bytes(self) -> int:
+        extracted = await anyio.to_thread.run_sync(textfile.extracted_bytes)
         try:
-            return await self._read(self.index.size_bytes)
+            return extracted + await self._read(self.index.size_bytes)
         except Exception as exc:
             if self.index.failure(exc) != "unavailable":
                 raise
-            return 0
+            return extracted
 
     async def status(self) -> StatusReply:
         counts = await self._counts()
@@ -309,13 +311,33 @@ class Service:
         )
         notes += waiting
         return SearchReply(
-            hits=[replies.hit(h) for h in result.hits],
+            hits=[
+                replies.hit(h, p)
+                for h, p in zip(result.hits, await self._pages(result.hits), strict=True)
+            ],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
             freshness=replies.freshness(self.health),
             notes=[*notes, *scoped],
         )
+
+    async def _pages(self, hits: Sequence[Hit]) -> list[tuple[int, int]]:
+        """(page, line in the page) of each hit in a document with pages, else (0, 0):
+        from the cached text (``textfile.current_text``), the one the snippet came from."""
+
+        def locate() -> list[tuple[int, int]]:
+            found = []
+            for h in hits:
+                text = None
+                if formats.kind(h.path) is not None:
+                    text = textfile.current_text(h.path, self.roots.inside, h.size)
+                found.append(pages.locate(text, h.line) if text else (0, 0))
+            return found
+
+        if not any(formats.kind(h.path) for h in hits):
+            return [(0, 0)] * len(hits)
+        return await anyio.to_thread.run_sync(locate)
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
@@ -406,7 +428,11 @@ class Service:
             raise NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path))
         text, first, last, total, truncated = textfile.line_slice(
-            loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
+            loaded.text,
+            request.start_line,
+            request.end_line,
+            READ_FILE_MAX_CHARS,
+            paged=loaded.encoding in formats.NAMES,
         )
         if first > max(total, 1):
             # An empty answer would read as an empty file (kbctl printed a blank line).
