@@ -101,7 +101,7 @@ async def run(
         if extractor is not None:
             stack.callback(extractor.close)
         try:
-            await _serve(settings, roots, index, readers, notifier, inherited, reread)
+            await _serve(settings, roots, index, readers, notifier, inherited, reread, extractor)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -131,6 +131,7 @@ async def _serve(
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
+    extractor: Extractor | None,
 ) -> None:
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
@@ -189,7 +190,7 @@ async def _serve(
         log.info("%s", describe_roots(settings))
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
-        tg.start_soon(_signals, tg, server, notifier, service.notes.wake)
+        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, extractor))
         tg.start_soon(_reloads, control)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)
@@ -276,6 +277,14 @@ async def _signals(
             notifier.stopping("shutting down")
             wake()  # long polls answer now rather than hold up the drain
             tg.start_soon(_shutdown, tg, server)
+
+
+def _stopping(service: Service, extractor: Extractor | None) -> None:
+    """What a shutdown does first: long polls answer now rather than hold up the drain,
+    and a document being read is given up (read again at the next start)."""
+    service.notes.wake()
+    if extractor is not None:
+        extractor.close()
 
 
 async def _reloads(control: Control) -> None:

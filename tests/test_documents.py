@@ -91,7 +91,7 @@ async def test_hostile_documents_are_skipped_with_their_reason(make_daemon: Make
     write(root / "loop.pdf", pdf([["x"]], comment="KBINDEX-TEST-LOOP"))
     write(root / "eat.pdf", pdf([["x"]], comment="KBINDEX-TEST-EAT"))
     write(root / "crash.pdf", pdf([["x"]], comment="KBINDEX-TEST-CRASH"))
-    await d.start("--extract-seconds", "1", "--extract-memory-mb", "400")
+    await d.start("--extract-seconds", "3", "--extract-memory-mb", "200")
     assert await d.search_paths("pelican") == ["good.pdf"]
     expected = {
         "truncated.pdf": "damaged",
@@ -195,3 +195,24 @@ async def test_a_document_is_extracted_once_whatever_its_name(
     await d.refresh()
     assert await d.search_paths("kestrels") == ["copy.pdf"]
     assert len(log.read_text().splitlines()) == 2
+
+
+@pytest.mark.slow
+async def test_a_shutdown_does_not_wait_for_a_hung_extraction(make_daemon: MakeDaemon) -> None:
+    d = make_daemon()
+    d.extra_env = {"KBINDEX_EXTRACT_TEST_HOOK": "1"}
+    await d.start("--extract-seconds", "60")  # a deadline past stop()'s 15 s patience
+    assert d.proc is not None
+    pid = d.proc.pid
+    hang = write(d.root / "hang.pdf", pdf([["a page about ospreys"]], comment="KBINDEX-TEST-HANG"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(d.refresh, str(hang))
+        workers = await wait_for(lambda: _async(_workers_of(pid)), timeout=20)
+        assert d.stop() == 0  # SIGTERM, and a clean exit (not killed after 15 s)
+        tg.cancel_scope.cancel()
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)  # type: ignore[attr-defined]
+    # given up, not judged: the next start reads the same file again (without the hook
+    # that hung it, it is a fine PDF)
+    d.extra_env = {}
+    await d.start()
+    assert await d.search_paths("ospreys") == ["hang.pdf"]

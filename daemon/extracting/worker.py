@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import resource
+import select
 import sys
 import time
 from typing import BinaryIO
@@ -34,6 +35,10 @@ from kbindex.daemon.extracting.results import (
 )
 
 _HOOK = os.environ.get("KBINDEX_EXTRACT_TEST_HOOK") == "1"
+IDLE_SECONDS = 30.0
+IDLE_EXIT = 3
+"""The status of a worker that ended for want of work: its memory goes back to the
+system between bursts (``workers`` starts another, and sends it the document again)."""
 
 
 def main(argv: list[str]) -> None:
@@ -46,6 +51,8 @@ def main(argv: list[str]) -> None:
     encoder = msgspec.msgpack.Encoder()
     source = sys.stdin.buffer
     while True:
+        if not select.select([source], [], [], IDLE_SECONDS)[0]:
+            sys.exit(IDLE_EXIT)
         payload = _frame(source)
         if payload is None:
             return

@@ -23,6 +23,7 @@ from typing import Final
 
 import msgspec
 from kbindex.daemon.extracting.results import Failed, Outcome, Reason, Reply, Request
+from kbindex.daemon.extracting.worker import IDLE_EXIT
 
 IDLE_WORKERS: Final = 2
 JOBS_PER_WORKER: Final = 200
@@ -34,6 +35,11 @@ class Limits:
     memory_bytes: int
     wall_seconds: float
     max_chars: int
+
+
+class Stale(Exception):
+    """The worker had ended for want of work (``worker.IDLE_EXIT``) before it was sent
+    the document: nothing to do with the document."""
 
 
 class _Ended(Exception):
@@ -85,6 +91,12 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def kill(self) -> None:
+        """End the process (from another thread: its user sees it die)."""
+        if self.proc.poll() is None:
+            self.killed = True
+            self.proc.kill()
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.killed = True
@@ -124,6 +136,8 @@ class Worker:
     def _death(self) -> Failed:
         """Why the worker ended without an answer."""
         code = self.proc.wait()
+        if code == IDLE_EXIT and not self.killed:
+            raise Stale
         if code == -signal.SIGXCPU:
             return Failed(Reason.OVER_LIMIT, f"CPU time: over {self.limits.cpu_seconds:g} s")
         if code < 0:
@@ -140,32 +154,48 @@ class Workers:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._idle: list[Worker] = []
+        self._busy: set[Worker] = set()
         self._lock = threading.Lock()
         self._closed = False
 
     def run(self, kind: str, data: bytes) -> Outcome:
-        """Raises OSError when no worker can be started (the caller retries later)."""
-        with self._lock:
-            worker = self._idle.pop() if self._idle else None
-        if worker is None or not worker.alive:
-            worker = Worker(self.limits)
-        outcome = worker.run(kind, data)
+        """Raises OSError when no worker can be started, or when ``close`` ended the
+        worker: the caller tries again later, nothing is wrong with the file."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise OSError("the daemon is stopping")
+                worker = self._idle.pop() if self._idle else None
+                if worker is None or not worker.alive:
+                    worker = Worker(self.limits)
+                self._busy.add(worker)
+            try:
+                outcome = worker.run(kind, data)
+            except Stale:
+                worker.close()
+                continue
+            finally:
+                with self._lock:
+                    self._busy.discard(worker)
+                    closed = self._closed
+            break
+        if closed:
+            worker.close()
+            raise OSError("the daemon is stopping")
         if not worker.alive:
             return outcome
         with self._lock:
-            if (
-                not self._closed
-                and worker.jobs < JOBS_PER_WORKER
-                and len(self._idle) < IDLE_WORKERS
-            ):
+            keep = worker.jobs < JOBS_PER_WORKER and len(self._idle) < IDLE_WORKERS
+            if keep and not self._closed:
                 self._idle.append(worker)
                 return outcome
         worker.close()
         return outcome
 
     def close(self) -> None:
+        """End every worker, busy ones too: a shutdown does not wait for a document."""
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for worker in idle:
-            worker.close()
+            ending, self._idle = [*self._idle, *self._busy], []
+        for worker in ending:
+            worker.kill()
