@@ -12,7 +12,7 @@ import zipfile
 from urllib.parse import unquote
 
 from kbindex.daemon.extracting import webpage
-from kbindex.daemon.extracting.packages import Refused, elements, local, open_zip, part
+from kbindex.daemon.extracting.packages import Refused, elements, local, open_zip, part, required
 from kbindex.daemon.extracting.pages import Pages
 from kbindex.daemon.extracting.results import Extracted, Failed, Outcome, Reason
 
@@ -49,9 +49,7 @@ def _package_document(package: zipfile.ZipFile) -> str:
 
 
 def _spine(package: zipfile.ZipFile, opf: str) -> tuple[str, list[str]]:
-    stream = part(package, opf)
-    if stream is None:
-        raise Refused(Failed(Reason.DAMAGED, f"no {opf} in it"))
+    stream = required(package, opf)
     base = posixpath.dirname(opf)
     title = ""
     items: dict[str, str] = {}

@@ -12,7 +12,15 @@ import re
 import zipfile
 from typing import Final
 
-from kbindex.daemon.extracting.packages import Refused, elements, local, open_zip, part
+from kbindex.daemon.extracting.packages import (
+    Refused,
+    elements,
+    first_text,
+    local,
+    open_zip,
+    part,
+    required,
+)
 from kbindex.daemon.extracting.pages import Pages
 from kbindex.daemon.extracting.results import Extracted, Failed, Outcome, Reason, TooMuchText
 
@@ -32,28 +40,15 @@ def read(kind: str, data: bytes, max_chars: int) -> Outcome:
                 _workbook(package, pages, max_chars)
             if pages.empty():
                 return Failed(Reason.NO_TEXT, "no text in it")
-            return Extracted(pages.text(), title(package))
+            return Extracted(pages.text(), first_text(package, "docProps/core.xml", "title"))
     except Refused as refused:
         return refused.failed
 
 
-def title(package: zipfile.ZipFile) -> str:
-    stream = part(package, "docProps/core.xml")
-    if stream is None:
-        return ""
-    for event, element in elements(stream):
-        if event == "end" and local(element.tag) == "title":
-            return (element.text or "").strip()
-    return ""
-
-
 def _paragraphs(package: zipfile.ZipFile, member: str) -> str:
     """The paragraphs of a WordprocessingML or DrawingML part, a line each."""
-    stream = part(package, member)
-    if stream is None:
-        raise Refused(Failed(Reason.DAMAGED, f"no {member} in it"))
     out: list[str] = []
-    for event, element in elements(stream):
+    for event, element in elements(required(package, member)):
         if event != "end":
             continue
         name = local(element.tag)

@@ -11,7 +11,15 @@ import zipfile
 from typing import Final
 from xml.etree.ElementTree import Element
 
-from kbindex.daemon.extracting.packages import Refused, elements, local, open_zip, part
+from kbindex.daemon.extracting.packages import (
+    Refused,
+    elements,
+    first_text,
+    local,
+    open_zip,
+    part,
+    required,
+)
 from kbindex.daemon.extracting.pages import Pages
 from kbindex.daemon.extracting.results import Extracted, Failed, Outcome, Reason
 
@@ -28,7 +36,7 @@ def read(kind: str, data: bytes, max_chars: int) -> Outcome:
             _content(package, pages, _PAGE_ELEMENT.get(kind))
             if pages.empty():
                 return Failed(Reason.NO_TEXT, "no text in it")
-            return Extracted(pages.text(), _title(package))
+            return Extracted(pages.text(), first_text(package, "meta.xml", "title"))
     except Refused as refused:
         return refused.failed
 
@@ -40,9 +48,7 @@ def _refuse_encrypted(package: zipfile.ZipFile) -> None:
 
 
 def _content(package: zipfile.ZipFile, pages: Pages, page_element: str | None) -> None:
-    stream = part(package, "content.xml")
-    if stream is None:
-        raise Refused(Failed(Reason.DAMAGED, "no content.xml in it"))
+    stream = required(package, "content.xml")
     lines: list[str] = []
     row: list[str] | None = None
     cell: list[str] | None = None
@@ -86,14 +92,4 @@ def _attribute(element: Element, name: str) -> str:
     for key, value in element.attrib.items():
         if local(key) == name:
             return value
-    return ""
-
-
-def _title(package: zipfile.ZipFile) -> str:
-    stream = part(package, "meta.xml")
-    if stream is None:
-        return ""
-    for event, element in elements(stream):
-        if event == "end" and local(element.tag) == "title":
-            return (element.text or "").strip()
     return ""

@@ -67,6 +67,26 @@ def part(package: zipfile.ZipFile, member: str) -> IO[bytes] | None:
         raise Refused(Failed(Reason.DAMAGED, f"{member}: {exc}")) from None
 
 
+def required(package: zipfile.ZipFile, member: str) -> IO[bytes]:
+    """The part ``member``; Refused as damaged when the package has none."""
+    stream = part(package, member)
+    if stream is None:
+        raise Refused(Failed(Reason.DAMAGED, f"no {member} in it"))
+    return stream
+
+
+def first_text(package: zipfile.ZipFile, member: str, name: str) -> str:
+    """The text of the first element called ``name`` in the part ``member`` ("" if
+    none): a title in the package's metadata."""
+    stream = part(package, member)
+    if stream is None:
+        return ""
+    for event, element in elements(stream):
+        if event == "end" and local(element.tag) == name:
+            return (element.text or "").strip()
+    return ""
+
+
 def elements(stream: IO[bytes]) -> Iterator[tuple[str, ElementTree.Element]]:
     """("start" | "end", element) of an XML part, with namespaces as ``{uri}local``;
     a part that is not well-formed is Refused as damaged."""
