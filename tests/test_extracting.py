@@ -73,3 +73,9 @@ def test_the_cache_keeps_outcomes_and_drops_the_least_recently_used_past_its_bou
     assert Cache(tmp_path, 20_000).size_bytes() == sum(
         f.stat().st_size for f in cache.directory.rglob("*") if f.is_file()
     )
+
+
+def test_read_file_of_a_one_page_document_has_no_marker_and_counts_lines_by_newline() -> None:
+    out, _first, _last, total, _ = textfile.line_slice("a\x0bb\nc", None, None, 1000, paged=True)
+    assert out.split("\n") == ["1| a\x0bb", "2| c"]
+    assert total == 2

@@ -16,12 +16,14 @@ can count extractions.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
 import select
 import sys
 import time
+from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
@@ -45,6 +47,10 @@ def main(argv: list[str]) -> None:
     cpu_seconds, memory_bytes = float(argv[0]), int(argv[1])
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # If memory runs out around it (the service's MemoryMax= counts workers too), the
+    # kernel is to end the worker, not the daemon.
+    with contextlib.suppress(OSError):
+        Path("/proc/self/oom_score_adj").write_text("1000")
     frames = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     decoder = msgspec.msgpack.Decoder(Request)

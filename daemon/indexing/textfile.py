@@ -338,10 +338,11 @@ def line_slice(
     first line longer than that is cut short and ends with ``…``).
 
     ``paged``: ``text`` is a document's (``extracting.pages``): its lines are counted by
-    ``\n`` alone, as a hit's line is, and an unnumbered ``[page N]`` row stands above
-    the first line shown and above each line that begins a page.
+    ``\n`` alone, as a hit's line is, and when it has pages an unnumbered ``[page N]``
+    row stands above the first line shown and above each line that begins a page.
     """
     lines = text.split("\n") if paged else text.splitlines()
+    paged = paged and FORM_FEED in text
     total = len(lines)
     first = max(1, start_line or 1)
     last = min(total, end_line if end_line is not None else total)
