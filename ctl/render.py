@@ -214,7 +214,8 @@ def search(reply: SearchReply, *, color: bool) -> str:
         if bold:
             snippet = snippet.replace(MATCH_OPEN, BOLD).replace(MATCH_CLOSE, RESET)
         where = f"{hit.machine}:{hit.path}" if hit.machine else hit.path
-        out.append(f"{where}:{hit.line}  ({hit.score:.2f})")
+        page = f"  (p. {hit.page}, line {hit.page_line})" if hit.page else ""
+        out.append(f"{where}:{hit.line}{page}  ({hit.score:.2f})")
         out.append(f"    {snippet}")
     shown = len(reply.hits)
     more = f", showing {shown}" if reply.truncated else ""

@@ -32,9 +32,12 @@ import anyio
 import anyio.to_thread
 from kbindex.daemon import backends, heap
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.extracting.extractor import Extractor, installed
+from kbindex.daemon.extracting.workers import Limits
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, IndexRefused
+from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.recovery import Recovery
@@ -92,16 +95,33 @@ async def run(
                 f" ({exc.filename}); fix its permissions or choose another with --state-dir"
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
+        extractor = _extractor(settings)
+        textfile.read_documents(extractor)
+        if extractor is not None:
+            stack.callback(extractor.close)
         try:
             if opened.state != "ready":
                 notifier.status(f"rebuilding the index: {opened.reason}")
-            await _serve(settings, roots, index, readers, notifier, inherited, reread)
+            await _serve(settings, roots, index, readers, notifier, inherited, reread, extractor)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
                 await anyio.to_thread.run_sync(readers.shutdown)
                 await anyio.to_thread.run_sync(index.close)
             log.info("stopped")
+
+
+def _extractor(settings: Settings) -> Extractor | None:
+    """The documents' reader, where ``kbindex[documents]`` is installed."""
+    if not installed():
+        return None
+    limits = Limits(
+        cpu_seconds=settings.extract_seconds,
+        memory_bytes=int(settings.extract_memory_mb * (1 << 20)),
+        wall_seconds=2 * settings.extract_seconds,
+        max_chars=settings.max_file_bytes,
+    )
+    return Extractor(settings.state_dir, limits, int(settings.extract_cache_mb * (1 << 20)))
 
 
 async def _serve(
@@ -112,6 +132,7 @@ async def _serve(
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
+    extractor: Extractor | None,
 ) -> None:
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
@@ -178,7 +199,7 @@ async def _serve(
         log.info("%s", describe_roots(settings))
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
-        tg.start_soon(_signals, tg, server, notifier, service.notes.wake)
+        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, extractor))
         tg.start_soon(_reloads, control)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)
@@ -265,6 +286,14 @@ async def _signals(
             notifier.stopping("shutting down")
             wake()  # long polls answer now rather than hold up the drain
             tg.start_soon(_shutdown, tg, server)
+
+
+def _stopping(service: Service, extractor: Extractor | None) -> None:
+    """What a shutdown does first: long polls answer now rather than hold up the drain,
+    and a document being read is given up (read again at the next start)."""
+    service.notes.wake()
+    if extractor is not None:
+        extractor.close()
 
 
 async def _reloads(control: Control) -> None:

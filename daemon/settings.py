@@ -22,6 +22,7 @@ from typing import Any, Final
 import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
+from kbindex.daemon.extracting import extractor, formats
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
 ALL_TEXT = "*"
@@ -92,6 +93,13 @@ class Settings:
     semantic: str = "auto"
     semantic_max_file_mb: float = 1.0
     """Larger files are searched by words only: embedding is the costly part."""
+    extract_seconds: float = 30.0
+    """CPU time a worker may spend on one document (its wall-clock deadline is twice
+    that), ``extracting.workers``."""
+    extract_memory_mb: float = 1024.0
+    """The address space of a worker that reads documents."""
+    extract_cache_mb: float = 512.0
+    """The bound of the cache of documents' text in the state directory."""
     backend: str = "sqlite"
     """Where the index lives: ``sqlite`` (a file in ``state_dir``) or ``postgres``."""
     dsn: str = field(default="", repr=False)
@@ -191,7 +199,14 @@ def _socket_path(given: Given) -> Path:
 
 
 def _included(given: Given) -> frozenset[str] | None:
-    return _extensions(given.value, given.key, DEFAULT_INCLUDED)
+    return _extensions(given.value, given.key, DEFAULT_INCLUDED + _document_extensions())
+
+
+def _document_extensions() -> tuple[str, ...]:
+    """The extensions of the documents kbindex[documents] reads, where it is installed:
+    installing the extra is asking for them."""
+    kinds = extractor.installed()
+    return tuple(ext for ext, kind in formats.KINDS.items() if kind in kinds)
 
 
 def _excluded(given: Given) -> frozenset[str]:
@@ -290,6 +305,15 @@ OPTIONS: Final = (
     Option("semantic_max_file_mb", "--semantic-max-file-mb", "KBINDEX_SEMANTIC_MAX_FILE_MB",
            _number(Settings.semantic_max_file_mb, minimum=0.0),
            metavar="MB", cli_type=float, help="larger files are searched by words only"),
+    Option("extract_seconds", "--extract-seconds", "KBINDEX_EXTRACT_SECONDS",
+           _number(Settings.extract_seconds, minimum=0.1), metavar="SECONDS", cli_type=float,
+           help="CPU time to read one document (kbindex[documents]); twice that in all"),
+    Option("extract_memory_mb", "--extract-memory-mb", "KBINDEX_EXTRACT_MEMORY_MB",
+           _number(Settings.extract_memory_mb, minimum=64.0), metavar="MB", cli_type=float,
+           help="memory of the process that reads a document"),
+    Option("extract_cache_mb", "--extract-cache-mb", "KBINDEX_EXTRACT_CACHE_MB",
+           _number(Settings.extract_cache_mb, minimum=0.0), metavar="MB", cli_type=float,
+           help="bound of the cache of documents' text in the state directory"),
     Option("backend", "--backend", "KBINDEX_BACKEND", _backend,
            help="sqlite: an index file in --state-dir; postgres: a shared PostgreSQL database",
            choices=BACKENDS),

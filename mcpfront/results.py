@@ -100,18 +100,27 @@ def _snippet(text: str) -> str:
 
 
 def _hit(hit: Hit) -> dict[str, Any]:
-    return {
-        "path": hit.path,
-        "relpath": hit.relpath,
-        "root": hit.root,
-        "title": hit.title,
-        "line": hit.line,
-        "snippet": _snippet(hit.snippet),
-        "score": round(hit.score, 4),
-        "last_modified": iso(hit.last_modified),
-        "size": hit.size,
-        "uri": file_uri(hit.path),
-    } | ({"machine": hit.machine} if hit.machine else {})
+    return (
+        {
+            "path": hit.path,
+            "relpath": hit.relpath,
+            "root": hit.root,
+            "title": hit.title,
+            "line": hit.line,
+            "snippet": _snippet(hit.snippet),
+            "score": round(hit.score, 4),
+            "last_modified": iso(hit.last_modified),
+            "size": hit.size,
+            "uri": file_uri(hit.path),
+        }
+        | ({"machine": hit.machine} if hit.machine else {})
+        | _page(hit)
+    )
+
+
+def _page(hit: Hit) -> dict[str, Any]:
+    """A document's page: ``line`` is the line of its whole text, as read_file numbers it."""
+    return {"page": hit.page, "page_line": hit.page_line} if hit.page else {}
 
 
 def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, Any], str]:
@@ -123,6 +132,7 @@ def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, 
         title = f" — {_clip(hit.title, 120)}" if hit.title else ""
         block = (
             f"{n}. {hit.machine + ':' if hit.machine else ''}{hit.path}:{hit.line}{title}"
+            f"{f' (page {hit.page}, line {hit.page_line})' if hit.page else ''}"
             f" [modified {item['last_modified'][:10]}]\n"
             f"   {item['snippet']}"
         )

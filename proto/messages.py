@@ -481,6 +481,11 @@ class Hit(msgspec.Struct, kw_only=True):
     title: str = ""
     machine: str = ""
     """The machine whose disk holds the file, in an index several machines share."""
+    page: int = 0
+    """The page of a document's hit (kbindex[documents]), 0 for a file without pages;
+    ``line`` is then the line of the whole extracted text (as read_file numbers it), and
+    ``page_line`` the line within the page."""
+    page_line: int = 0
 
 
 class SearchReply(Reply, tag="search", frozen=True):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, write
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.settings import SettingsError
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,9 @@ def test_settings_defaults_and_precedence(tmp_path: Path) -> None:
     assert s.roots == (root.resolve(),)
     assert s.scan_interval_seconds == 30  # environment beats the file
     assert s.max_file_size_mb == 2
-    assert s.included_extensions == frozenset({".txt", ".md", ".rst"})
+    # and the documents' extensions where kbindex[documents] is installed (test_documents)
+    documents = {e for e, k in formats.KINDS.items() if k in extractor.installed()}
+    assert s.included_extensions == frozenset({".txt", ".md", ".rst", *documents})
     s = _load(["--config", str(cfg), "--scan-interval", "10", "--include-ext", "*"])
     assert s.scan_interval_seconds == 10  # the flag beats both
     assert s.included_extensions is None

@@ -13,17 +13,45 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
+from kbindex.daemon.extracting import formats
+from kbindex.daemon.extracting.results import Failed
 from kbindex.daemon.index.values import RETRY_MTIME_NS as RETRY_MTIME_NS
 from kbindex.daemon.index.values import Loaded as Loaded
 from kbindex.daemon.index.values import Skipped as Skipped
 from kbindex.daemon.index.values import SkipReason as SkipReason
 from kbindex.daemon.indexing.titles import extract_title as extract_title
 
+if TYPE_CHECKING:
+    from kbindex.daemon.extracting.extractor import Extractor
+
 SAMPLE_BYTES: Final = 8192
 CONTROL_RATIO_LIMIT: Final = 0.10
 _CONTROL_BYTES: Final = bytes(sorted(frozenset(range(32)) - {9, 10, 12, 13, 27}))
+
+
+FORM_FEED: Final = "\f"
+NOT_EXTRACTED: Final = "not_extracted"
+"""A document whose text the cache does not hold (``load(..., extract=False)``); never
+recorded: the indexer always extracts."""
+
+_documents: Extractor | None = None
+
+
+def read_documents(extractor: Extractor | None) -> None:
+    """Documents are read through ``extractor`` (set once by the app, before any read;
+    None: they are not read, and skipped as binary with the extra that would read them).
+    Why here: this module is the one reader of a file's text, for the indexer and for
+    clients alike, and a document is read after the same checks as any file (the roots,
+    no symlink, the size cap), from the same bytes."""
+    global _documents
+    _documents = extractor
+
+
+def extracted_bytes() -> int:
+    """The size of the documents' cache (0 without one)."""
+    return 0 if _documents is None else _documents.size_bytes()
 
 
 class Vanished(Exception):
@@ -116,9 +144,14 @@ def _check_within(fd: int, within: Within) -> None:
         raise Escaped(real)
 
 
-def load(path: str, max_bytes: int, within: Within | None = None) -> Loaded | Skipped:
+def load(
+    path: str, max_bytes: int, within: Within | None = None, extract: bool = True
+) -> Loaded | Skipped:
     """Read ``path`` as text. Raises Vanished if it no longer exists, and Escaped if
     ``within`` refuses its name or the name of the file opened.
+
+    A document (``extracting.formats``) is its extracted text: from the cache, else from
+    a worker when ``extract``, else skipped as NOT_EXTRACTED.
 
     ``path`` may be a display path (``display_path``) of a file whose name is not valid
     UTF-8; a file really named so wins. FIFOs, sockets and devices are never opened: an
@@ -176,7 +209,31 @@ def load(path: str, max_bytes: int, within: Within | None = None) -> Loaded | Sk
         return Skipped(
             SkipReason.TOO_LARGE, f"grew past the limit of {max_bytes}", len(data), st.st_mtime_ns
         )
-    return decode(data, st.st_size, st.st_mtime_ns, path)
+    return _text(data, st.st_size, st.st_mtime_ns, path, extract)
+
+
+def _text(data: bytes, size: int, mtime_ns: int, path: str, extract: bool) -> Loaded | Skipped:
+    kind = formats.kind(path)
+    if kind is None:
+        return decode(data, size, mtime_ns, path)
+    documents = _documents
+    if documents is None or not documents.reads(kind):
+        # A web page is text too; a PDF that happens to be ASCII is not worth indexing
+        # as its PDF syntax.
+        if kind in formats.TEXT_KINDS:
+            return decode(data, size, mtime_ns, path)
+        return Skipped(SkipReason.BINARY, formats.unread(kind), size, mtime_ns)
+    try:
+        outcome = documents.extract(kind, data) if extract else documents.cached(kind, data)
+    except OSError as exc:  # no worker could start: tried again at the next scan
+        return _unreadable(exc, size)
+    if outcome is None:
+        return Skipped(NOT_EXTRACTED, "not in the cache", size, mtime_ns)
+    if isinstance(outcome, Failed):
+        return Skipped(outcome.reason, outcome.detail, size, mtime_ns)
+    return Loaded(
+        text=outcome.text, encoding=kind, title=outcome.title, size=size, mtime_ns=mtime_ns
+    )
 
 
 def current_text(path: str, within: Within, indexed_size: int) -> str | None:
@@ -186,9 +243,10 @@ def current_text(path: str, within: Within, indexed_size: int) -> str | None:
     gone, unreadable, no longer text, outside the roots (``within``: whatever the index
     says of it), or grown past twice its indexed size and 1 MiB (a file edited since it
     was indexed is not worth reading whole for a passage; the indexer reads it again
-    anyway)."""
+    anyway). A document's text comes from the cache alone: a client never waits for
+    an extraction here."""
     try:
-        loaded = load(path, 2 * indexed_size + (1 << 20), within=within)
+        loaded = load(path, 2 * indexed_size + (1 << 20), within=within, extract=False)
     except (Vanished, Escaped):
         return None
     return loaded.text if isinstance(loaded, Loaded) else None
@@ -241,15 +299,20 @@ def _decode_bytes(data: bytes) -> tuple[str | None, str]:
 
 
 def line_slice(
-    text: str, start_line: int | None, end_line: int | None, max_chars: int
+    text: str, start_line: int | None, end_line: int | None, max_chars: int, paged: bool = False
 ) -> tuple[str, int, int, int, bool]:
     """Lines ``start_line..end_line`` (1-based, inclusive) of ``text``, numbered.
 
     Returns (numbered text, first line, last line, total lines, truncated). Each output
     line is ``N| text``. The output stops at ``max_chars``; ``truncated`` says so (a
     first line longer than that is cut short and ends with ``…``).
+
+    ``paged``: ``text`` is a document's (``extracting.pages``): its lines are counted by
+    ``\n`` alone, as a hit's line is, and when it has pages an unnumbered ``[page N]``
+    row stands above the first line shown and above each line that begins a page.
     """
-    lines = text.splitlines()
+    lines = text.split("\n") if paged else text.splitlines()
+    paged = paged and FORM_FEED in text
     total = len(lines)
     first = max(1, start_line or 1)
     last = min(total, end_line if end_line is not None else total)
@@ -257,9 +320,19 @@ def line_slice(
     used = 0
     truncated = False
     width = len(str(max(last, 1)))
+    page = 1 + sum(1 for row in lines[: first - 1] if row.startswith(FORM_FEED))
     line_no = first - 1
     for line_no in range(first, last + 1):
-        row = f"{line_no:>{width}}| {lines[line_no - 1]}"
+        text_of_line = lines[line_no - 1]
+        marker = ""
+        if paged:
+            if text_of_line.startswith(FORM_FEED):
+                page += 1
+                text_of_line = text_of_line.lstrip(FORM_FEED)
+                marker = f"[page {page}]\n"
+            elif line_no == first:
+                marker = f"[page {page}]\n"
+        row = f"{marker}{line_no:>{width}}| {text_of_line}"
         if used + len(row) + 1 > max_chars:
             truncated = True
             if out:

@@ -98,7 +98,7 @@ def file_info(f: index.File) -> FileInfo:
     )
 
 
-def hit(h: index.Hit) -> Hit:
+def hit(h: index.Hit, page: tuple[int, int] = (0, 0)) -> Hit:
     return Hit(
         path=h.path,
         root=h.root,
@@ -110,6 +110,8 @@ def hit(h: index.Hit) -> Hit:
         last_modified=h.mtime_ns / 1e9,
         title=h.title,
         machine=h.machine,
+        page=page[0],
+        page_line=page[1],
     )
 
 

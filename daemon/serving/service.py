@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextlib import suppress
 from dataclasses import replace
@@ -22,12 +22,13 @@ import anyio
 import anyio.to_thread
 from anyio.abc import TaskGroup
 from kbindex.daemon import health as state
+from kbindex.daemon.extracting import formats, pages
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import narrowing, ripgrep, sweep
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
-from kbindex.daemon.index.values import Counts, File, SearchResult, Stats
+from kbindex.daemon.index.values import Counts, File, Hit, SearchResult, Stats
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -254,7 +255,9 @@ class Service:
 
     async def status(self) -> StatusReply:
         stats = await self._stats()
-        counts, size_bytes = stats.counts, stats.size_bytes
+        # The documents' extraction cache counts in the index's size (issue 40).
+        extracted = await anyio.to_thread.run_sync(textfile.extracted_bytes)
+        counts, size_bytes = stats.counts, stats.size_bytes + extracted
         health = self.health
         return StatusReply(
             version=VERSION,
@@ -317,13 +320,33 @@ class Service:
         )
         notes += waiting
         return SearchReply(
-            hits=[replies.hit(h) for h in result.hits],
+            hits=[
+                replies.hit(h, p)
+                for h, p in zip(result.hits, await self._pages(result.hits), strict=True)
+            ],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
             freshness=replies.freshness(self.health),
             notes=[*notes, *scoped],
         )
+
+    async def _pages(self, hits: Sequence[Hit]) -> list[tuple[int, int]]:
+        """(page, line in the page) of each hit in a document with pages, else (0, 0):
+        from the cached text (``textfile.current_text``), the one the snippet came from."""
+
+        def locate() -> list[tuple[int, int]]:
+            found = []
+            for h in hits:
+                text = None
+                if formats.kind(h.path) is not None:
+                    text = textfile.current_text(h.path, self.roots.inside, h.size)
+                found.append(pages.locate(text, h.line) if text else (0, 0))
+            return found
+
+        if not any(formats.kind(h.path) for h in hits):
+            return [(0, 0)] * len(hits)
+        return await anyio.to_thread.run_sync(locate)
 
     async def grep(self, request: Grep) -> GrepReply:
         limit = _limit(request.limit, maximum=MAX_GREP_LIMIT)
@@ -414,7 +437,11 @@ class Service:
             raise NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path))
         text, first, last, total, truncated = textfile.line_slice(
-            loaded.text, request.start_line, request.end_line, READ_FILE_MAX_CHARS
+            loaded.text,
+            request.start_line,
+            request.end_line,
+            READ_FILE_MAX_CHARS,
+            paged=loaded.encoding in formats.NAMES,
         )
         if first > max(total, 1):
             # An empty answer would read as an empty file (kbctl printed a blank line).
