@@ -318,3 +318,19 @@ def test_damage_found_while_rebuilding_starts_the_rebuild_afresh(older: Store) -
     with older.reader() as conn:
         assert _found(conn, "otter") == ["b.md"]
     assert not older.beside.exists() and _version(older.db_path) == schema.SCHEMA_VERSION
+
+
+def test_a_file_left_before_its_tables_were_made_is_a_first_start(tmp_path: Path) -> None:
+    """A first start killed between creating the file and making its tables leaves a
+    file of version 0: the next start makes the index there, nothing to rebuild."""
+    db = tmp_path / "index.sqlite3"
+    conn = sqlite.connect(db)
+    conn.execute("PRAGMA journal_mode = WAL")  # what the first start had written
+    conn.close()
+    s = Store(db, Roots((tmp_path,)))
+    assert s.open().state == "ready"
+    try:
+        assert not s.rebuilding and not s.beside.exists()
+        assert _version(db) == schema.SCHEMA_VERSION
+    finally:
+        s.close()

@@ -104,6 +104,10 @@ class Store:
             version = file_version(self.db_path)
         except IndexUnusable as exc:
             return self._afresh(f"the index could not be read ({exc})", damaged=True)
+        if version == 0:
+            # Made by a first start stopped before it made the tables: nothing to keep.
+            delete_files(self.db_path)
+            version = None
         if version is not None and version > schema.SCHEMA_VERSION:
             raise too_new(self.db_path, version)
         if version == schema.SCHEMA_VERSION or (version is None and not self.beside.exists()):
