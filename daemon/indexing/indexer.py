@@ -37,8 +37,7 @@ BATCH_FILES: Final = 1000
 BATCH_BYTES: Final = 2 << 20
 """File bytes per batch, at most (one file may be larger). Up to three batches are alive
 at once (written, queued, read), each holding its text and derived columns, several
-times its size: this bounds the daemon's memory whatever the tree (sizes measured in
-``bench/README.md``, "Indexing: memory and speed")."""
+times its size: this bounds the daemon's memory whatever the tree."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
