@@ -11,9 +11,9 @@ Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its ro
 
 A batch of documents goes to SQLite as one JSON array in one statement (``json_each``),
 not one statement per document: the writer thread works while the indexer's reader
-thread holds the GIL for long stretches, and every statement must take it back
-(``bench/README.md``, "Indexing: memory and speed", has the figures). Why JSON: one C
-encode (msgspec) and one parse inside SQLite, with the GIL released for the whole batch.
+thread holds the GIL for long stretches, and every statement must take it back. Why
+JSON: one C encode (msgspec) and one parse inside SQLite, with the GIL released for the
+whole batch.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ STATEMENT_CHARS: Final = 1 << 20
 SQLite's parse, about three times the text) whatever the batch size."""
 LARGE_ROW_CHARS: Final = 256 << 10
 """A document with this much text or more is written on its own, with plain parameters:
-SQLite's JSON functions took about fifteen times a long row's text to take it apart
-(180 MB for one 8.7 MB header, 56 MB as parameters). Such files are few (264 of a
-kernel's 78,567), so statements of their own add few GIL waits."""
+SQLite's JSON functions take many times a long row's text to take it apart, plain
+parameters a few times. Such files are few in any tree, so statements of their own add
+few GIL waits."""
 
 T = TypeVar("T")
 Row = tuple[str, str, str, str, str]

@@ -170,8 +170,8 @@ class Indexer:
         # In an index several daemons share, a root is written by one of them at a time.
         await self._write(self.index.claim, [str(t.root) for t in targets])
         prefixes = None if scope is None else [str(t.path) for t in targets]
-        # The collector is off while a scan makes and drops a tuple per file (160,000 on
-        # a kernel tree, none in a cycle): it would walk them all several times.
+        # The collector is off while a scan makes and drops a tuple per file (none in a
+        # cycle): it would walk them all several times.
         with _collector_paused():
             # Read before the walk, which compares each file with it as it lists it. (The
             # two once ran at once, but they share the GIL: that saved less than the
@@ -339,9 +339,9 @@ def _ignore(reason: str) -> None:
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for a while. A scan builds a tuple per file
-    seen and per file indexed, 80,000 of each on a kernel tree, none of them in a cycle;
-    as they pile up the collector would walk the whole heap several times for nothing.
-    Reference counting still frees everything meanwhile."""
+    seen and per file indexed, none of them in a cycle; as they pile up the collector
+    would walk the whole heap several times for nothing. Reference counting still frees
+    everything meanwhile."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
