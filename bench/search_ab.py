@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import statistics
 import sys
@@ -54,6 +55,7 @@ async def _compare(socks: tuple[Path, Path], queries: list[tuple[str, str]]) -> 
         times: dict[str, tuple[list[float], list[float]]] = {}
         differ: list[str] = []
         ties: list[str] = []
+        lists: list[dict[str, Any]] = []
         for kind, q in queries:
             runs: tuple[list[float], list[float]] = ([], [])
             for _ in range(3):
@@ -63,6 +65,13 @@ async def _compare(socks: tuple[Path, Path], queries: list[tuple[str, str]]) -> 
                     replies.append(await c.search(q, limit=10))
                     out.append((time.perf_counter() - t) * 1e3)
             ra, rb = replies
+            lists.append(
+                {"kind": kind, "query": q}
+                | {
+                    side: {"total_hits": r.total_hits, "hits": [[h.path, h.score] for h in r.hits]}
+                    for side, r in zip("ab", replies, strict=True)
+                }
+            )
             if ra.total_hits != rb.total_hits or [h.path for h in ra.hits] != [
                 h.path for h in rb.hits
             ]:
@@ -75,7 +84,7 @@ async def _compare(socks: tuple[Path, Path], queries: list[tuple[str, str]]) -> 
             pair = times.setdefault(kind, ([], []))
             for side, out in zip(pair, runs, strict=True):
                 side.append(statistics.median(out))
-    return {"pings": pings, "times": times, "differ": differ, "ties": ties}
+    return {"pings": pings, "times": times, "differ": differ, "ties": ties, "lists": lists}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", type=int, default=20_000)
     p.add_argument("--mb", type=float, default=200)
     p.add_argument("--seed", type=int, default=corpus.DEFAULT_SEED)
+    p.add_argument("--save", type=Path, help="write every query's lists (A and B) here, JSON")
     args = p.parse_args(argv)
     root = corpus.default_out(args.files, args.mb, args.seed)
     manifest = corpus.build(root, args.files, args.mb, args.seed)
@@ -107,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             out = anyio.run(_compare, (work / "a.sock", work / "b.sock"), queries)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if args.save:
+        args.save.write_text(json.dumps(out["lists"], indent=1) + "\n")
     pa, pb = out["pings"]
     print(f"ping p50          A {statistics.median(pa):6.3f}  B {statistics.median(pb):6.3f} ms")
     every: tuple[list[float], list[float]] = ([], [])

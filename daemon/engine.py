@@ -8,7 +8,7 @@ whatever a distribution ships elsewhere).
 Why it earns its place: a contentless FTS5 table removes a row by its rowid alone from
 SQLite 3.43 on (``contentless_delete=1``). Before that it must be told the words the
 row was indexed with, so the index kept a compressed copy of every file's text to
-derive them again: 0.22x the corpus on a kernel tree, the largest table after ``docs``.
+derive them again, the largest table after ``docs``.
 sqlean.py is the standard module compiled against a current SQLite with FTS5: the same
 DB-API classes, functions and exceptions (its own), so code and types are the stdlib's.
 Its bundled extensions (file I/O among them) are off unless the environment turns them

@@ -43,6 +43,6 @@ def trim() -> None:
     """Hand the free pages of every heap (glibc keeps several, for the threads) back to
     the system. After a batch of large files the next batch may be allocated from
     another heap, beside the pages the last one freed; returned at once, they do not
-    add up to the indexing's peak (``bench/README.md``, "Indexing: memory and speed")."""
+    add up to the indexing's peak."""
     if _malloc_trim is not None:
         _malloc_trim(0)

@@ -160,8 +160,8 @@ class Grepper:
         if not found.paths:
             await self._validate(rg, flags)
             return outcome
-        # A selective pattern's few candidates go to one process: each costs ~4 ms to
-        # start, and there is no early answer to gain from a small chunk first.
+        # A selective pattern's few candidates go to one process: each process costs
+        # its start, and there is no early answer to gain from a small chunk first.
         one = not found.scanned_all and found.size <= ONE_RUN_BYTES
         chunks = _chunks(found.paths, first=len(found.paths) if one else CHUNK_FILES[0])
         uncounted = frozenset(found.uncounted or ())

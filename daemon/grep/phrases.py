@@ -19,8 +19,7 @@ A run with a non-ASCII character is left out and breaks the phrase (unicode61 ma
 may not split there). A word at the literal's edge may be glued to what precedes or
 follows the match in the file (``xInvalid``), so it cannot count, and then no phrase
 is asked for: the inner words alone are mostly common ones, which rule out few files
-for the cost of their phrase query (``bench/README.md``, "grep: a literal's phrases and
-trigrams"). With ``-w`` an edge word is
+for the cost of their phrase query. With ``-w`` an edge word is
 whole for ripgrep, but not always for unicode61: ripgrep takes ``²``, a private-use
 character or a byte that is not UTF-8 for a non-word character, unicode61 a character
 of a word. So with ``-w`` the edge words count and the files where the literal's edge

@@ -4,8 +4,7 @@ A pattern with no trigram to narrow it (``ab``, ``\\w+\\(``, ``.``) reads every 
 file. Named on ripgrep's command line, each file costs ripgrep two ``statx`` of its
 whole path, and the names go to processes of one thread each (their output must come
 in path order); walking a directory, ripgrep finds its files with one ``getdents`` and
-searches them on all its threads, as ``rg -uu`` does (``bench/README.md``, "grep: patterns
-with nothing to narrow them"). So:
+searches them on all its threads, as ``rg -uu`` does. So:
 
 1. one ripgrep walks the roots (or the directory a path filter names) with ``rg -uu``'s
    settings and counts each file's matching lines. It reads a superset of the

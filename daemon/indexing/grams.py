@@ -8,8 +8,8 @@ trigrams, each written as six hex digits (``abc`` is ``616263``), so FTS5's plai
 ``ascii`` tokenizer takes them as words.
 
 Why not FTS5's own ``trigram`` tokenizer: it hands every character's trigram to the
-index, duplicates included; finding the distinct ones first with numpy makes the whole
-write path faster (``bench/README.md``, "grep: a literal's phrases and trigrams"). Bytes
+index, duplicates included; finding the distinct ones first with numpy leaves FTS5
+far fewer tokens to write. Bytes
 rather than characters make every trigram one 24-bit number.
 """
 
@@ -36,8 +36,8 @@ MARKS: Final = 1 << 16
 memory of 4-byte cells, each page of the table covering twice the trigrams)."""
 CHUNK_BYTES: Final = 1 << 18
 """Bytes of a text turned into trigram numbers at a time. The numpy arrays of a chunk
-take about 16 bytes per byte of text: a text of several MB done at once held several
-times its size at the indexer's peak; in chunks they stay near 4 MB."""
+take about 16 bytes per byte of text: a text of several MB done at once would hold
+several times its size at the indexer's peak; in chunks they stay small."""
 
 
 def of_text(text: str, encoding: str | None) -> str:

@@ -12,11 +12,10 @@ writes nothing.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Final, TypeVar
@@ -51,8 +50,7 @@ BATCH_FILES: Final = 1000
 BATCH_BYTES: Final = 2 << 20
 """File bytes per batch, at most (one file may be larger). Up to three batches are alive
 at once (written, queued, read), each holding its text and derived columns, several
-times its size: this bounds the daemon's memory whatever the tree (sizes measured in
-``bench/README.md``, "Indexing: memory and speed")."""
+times its size: this bounds the daemon's memory whatever the tree."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
@@ -207,24 +205,18 @@ class Indexer:
         # In an index several daemons share, a root is written by one of them at a time.
         await self._write(self.index.claim, [str(t.root) for t in targets])
         prefixes = None if scope is None else [str(t.path) for t in targets]
-        # The collector is off while a scan makes and drops a tuple per file (160,000 on
-        # a kernel tree, none in a cycle): it would walk them all several times.
-        with _collector_paused():
-            # Read before the walk, which compares each file with it as it lists it. (The
-            # two once ran at once, but they share the GIL: that saved less than the
-            # comparison afterwards cost.)
-            known = await self._write(self.index.known, prefixes, self.max_file_bytes)
-            # One worker thread walks every target: a burst brings thousands of scopes.
-            results = await anyio.to_thread.run_sync(
-                self._walk_all, targets, None if full else known
-            )
-            changed, removed = _compare(results, known, full)
-            listed = [r.listed for r in results]
-            # Freed before the collector runs again: what was made while it was off sits
-            # in its youngest generation, which the first collection walks.
-            del known
-            for r in results:
-                r.stamps.clear()
+        # Read before the walk, which compares each file with it as it lists it. (The
+        # two once ran at once, but they share the GIL: that saved less than the
+        # comparison afterwards cost.)
+        known = await self._write(self.index.known, prefixes, self.max_file_bytes)
+        # One worker thread walks every target: a burst brings thousands of scopes.
+        results = await anyio.to_thread.run_sync(self._walk_all, targets, None if full else known)
+        changed, removed = _compare(results, known, full)
+        listed = [r.listed for r in results]
+        # Freed now, not held while the files are read.
+        del known
+        for r in results:
+            r.stamps.clear()
         for result in results:
             for path, reason in result.problems:
                 self.health.record(Problem(path, f"cannot list directory: {reason}"))
@@ -363,21 +355,6 @@ class Indexer:
 
 def _ignore(reason: str) -> None:
     pass
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a while. A scan builds a tuple per file
-    seen and per file indexed, 80,000 of each on a kernel tree, none of them in a cycle;
-    as they pile up the collector would walk the whole heap several times for nothing.
-    Reference counting still frees everything meanwhile."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _compare(results: Sequence[Walk], known: set[Stamp], full: bool) -> tuple[Pending, list[str]]:

@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 class Pending:
     """The files a refresh reads, in path order, without an object per file: their
     paths, the index of their root, and their stamps' numbers in one array. The list
-    lives as long as the refresh, so on a first index it sits under every batch: a
-    kernel tree's 78,000 ``Seen`` took 30 MB, this takes 12. A ``Seen`` is made for a
+    lives as long as the refresh, so on a first index it sits under every batch, and an
+    object per file would be several times its size. A ``Seen`` is made for a
     file as its batch is read."""
 
     __slots__ = ("_numbers", "_outsized", "_paths", "_root_of", "roots")
@@ -122,8 +122,8 @@ def walk(
     ``known`` (what the index holds, ``Index.known``): a file whose stamp is in it is
     unchanged, taken out of it and only counted; what is left in ``known`` afterwards
     are the rows of files changed or gone. Compared as each file is listed, while its
-    stamp is fresh in the CPU's cache: a kernel tree's 78,000 stamps compared as two
-    sets afterwards cost a quarter of the whole rescan's CPU time (in cache misses)."""
+    stamp is fresh in the CPU's cache: compared as two sets afterwards, every stamp
+    would be fetched from memory again."""
     result = Walk(str(root))
     if not os.path.lexists(start):  # a scope named as the index shows it: the name on disk
         start = Path(real_path(str(start)))

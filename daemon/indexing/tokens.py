@@ -101,8 +101,7 @@ def identifier_words(word: str) -> str:
     The parts are ``split_identifier``'s, lower-cased once for all, as this runs for
     every new identifier of a tree. One pass of ``_PART`` over the whole word finds
     what it finds in each chunk: it matches no separator, and its lookarounds see one
-    as the end of a chunk (the same output for every distinct identifier of a kernel
-    tree, ``bench/README.md``, "Indexing: memory and speed")."""
+    as the end of a chunk."""
     parts = _PART.findall(word)
     if len(parts) < 2 or word.upper() == word.lower():
         return ""  # not compound, or a number such as a date: 2024-01-31
@@ -121,9 +120,9 @@ def _compound(word: str) -> bool:
 
 
 IDENTIFIER_CACHE: Final = 16384
-"""Identifiers whose ``subwords`` are kept, most recently used. Why this many: on a
-kernel-size tree most identifiers are seen once, so eight times more entries raised
-the hit rate from 58% to 63% for no gain in speed, at about 35 MB more memory."""
+"""Identifiers whose ``subwords`` are kept, most recently used. Why no more: in a
+large tree most identifiers are seen once, so a larger cache hits hardly more often
+and holds more memory."""
 
 
 @lru_cache(maxsize=IDENTIFIER_CACHE)

@@ -104,8 +104,7 @@ class Typed:
             return [self.planned()]
         # A question's "0-dimensional", "IL-10" or "max_file_size" becomes separate
         # words, not one phrase: a document with "dimensional" alone still scores for
-        # it, and SciFact ranks better this way (bench/README.md, "Ranking details measured
-        # on SciFact").
+        # it, as a reader who asks a question expects.
         words = tokens.WORD.findall(self.text)
         kept = [w for w in words if w.lower() not in STOPWORDS] or words
         items = [term(w) for w in kept]

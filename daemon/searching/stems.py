@@ -8,8 +8,8 @@ PostgreSQL backend stems with Snowball's original Porter, which agrees with it
 (``postgres/schema.py``).
 
 One in-memory FTS5 table per thread; a word is inserted in a transaction that is
-rolled back, and its stem read through ``fts5vocab`` (about 70 µs); stems are cached,
-so each distinct word costs that once.
+rolled back, and its stem read through ``fts5vocab``; stems are cached, so each
+distinct word costs that once.
 """
 
 from __future__ import annotations

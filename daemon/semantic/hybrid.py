@@ -4,9 +4,8 @@ A file matches by meaning when the best of its passages is at least FLOOR simila
 the query (cosine similarity of the two vectors, from -1 to 1; unrelated text lands
 near 0.1, a passage that says what a question asks near 0.6). Below the floor nothing
 is a match, so a word that no passage holds and nothing means answers "no matches",
-as it does by words. The floor is measured on data (``bench/README.md``): it keeps
-nearly every relevant passage of SciFact's questions, and drops nonsense words, which
-land at most a little below it.
+as it does by words. The floor is set where relevant passages stay above it and
+nonsense words fall below it (``bench/meaning_floor.py`` finds both).
 
 ``semantic``: the files that match by meaning, nearest first, scored by similarity.
 ``hybrid``: the files that match by words or by meaning. Each is scored ALPHA times its
@@ -17,7 +16,7 @@ A word hit with no passages (not embedded yet, too large, a root without meaning
 stands in for its similarity with its word share of the best similarity found, so it
 is ranked by its words, not as if its meaning were far from the query.
 Why a weighted sum and not reciprocal rank fusion: it keeps how far apart the scores
-are, not only their order, and it measured better on SciFact (``bench/README.md``).
+are, not only their order, so a strong match by one signal is not levelled with a weak one.
 
 A hit found by words shows its best word passage; a hit found by meaning alone shows
 the passage that matched, and its ``line`` is that passage's.

@@ -1,13 +1,12 @@
 """Every passage vector in memory, searched exactly: one matrix product per query.
 
 Why exact and in memory: at the sizes embedded here (tens to hundreds of thousands of
-passages; a million takes days to embed on 2 cores) a product over every row costs
-milliseconds and needs no index to build or tune (``bench/README.md``, "Search by meaning:
-runtime and vectors", has the figures).
+passages; a million takes days to embed) a product over every row is fast and needs
+no index to build or tune.
 
 Rows are kept as int8 with a scale each (388 bytes a passage, a quarter of float32):
-converting int8 blocks to float32 is several times faster than float16's conversion,
-and on SciFact it moved nDCG@10 by at most 0.002. Blocks of BLOCK_ROWS rows keep the
+converting int8 blocks to float32 is cheaper than float16's conversion, and the
+rounding hardly moves which passages rank first. Blocks of BLOCK_ROWS rows keep the
 product on one thread (BLAS would spread larger ones over both cores) and the scratch
 memory in the cache.
 

@@ -43,7 +43,7 @@ def connect(dsn: str, *, read_only: bool) -> Connection:
             raise psycopg.OperationalError(denied) from exc
         raise
     # JIT compiles a plan whose estimated cost is high, which a search's nested loops
-    # over postings often is: 230 ms of compiling for a 2 ms search.
+    # over postings often is: compiling would take far longer than the search.
     conn.execute("SET jit = off")
     if read_only:
         conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")

@@ -306,9 +306,9 @@ class PgIndex:
     def maintain(self, after: Maintenance) -> None:
         """After a large refresh: vacuum and analyse the tables it wrote. Until then the
         GIN indexes keep new entries in their pending lists and the postings have no
-        visibility map (their index-only scans read the table): searches right after a
-        full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum.
-        Otherwise nothing: autovacuum keeps the GIN indexes, nothing is merged."""
+        visibility map (their index-only scans read the table), and searches right after
+        a full index would pay for both. Otherwise nothing: autovacuum keeps the GIN
+        indexes, nothing is merged."""
         if after == "bulk":
             self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 

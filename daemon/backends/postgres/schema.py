@@ -9,8 +9,7 @@
 - ``kb_postings``: per document and lexeme of ``words``, its frequency weighted by
   column (``kb_tf``: title 3, path 2, body 1, derived words 0.5, as SQLite's bm25
   weights) and the document's length: bm25 ranks from it. ``ts_rank`` has no inverse
-  document frequency and ranked SciFact far worse (``bench/README.md``, "PostgreSQL: how
-  to rank"); a lexeme's
+  document frequency, so a common word weighs as much as a rare one; a lexeme's
   document frequency is an index-only count of its postings, so there is no table of
   counts that every writer would update.
 - ``kb_segments`` (v2; built in one pass since v3): the text of each document over a

@@ -123,8 +123,7 @@ def _by_words(
 ) -> list[tuple[str, int]]:
     """The indexed files holding the phrases of ``words``, narrowed by the trigrams
     ``match`` unless the phrases alone admit FEW_FILES or fewer (then the trigram query
-    costs more than ripgrep takes to read the few files it would rule out:
-    ``bench/README.md``, "grep: a literal's phrases and trigrams"), plus the files
+    costs more than ripgrep takes to read the few files it would rule out), plus the files
     ``words.unless`` admits that ``match`` does too."""
     admitted = _rowids(conn, STEMMED, words.phrases)
     if match is not None and len(admitted) > FEW_FILES:

@@ -3,10 +3,10 @@
 The index runs in WAL mode: a commit appends pages to the ``-wal`` file, and a
 checkpoint later copies them into the database file, each step ended by an fsync.
 SQLite would checkpoint inside the COMMIT that takes the log past 1000 pages, on the
-writer thread, which is what a full index waits for (``bench/write_path.py`` measures
-the difference). Why a thread with a connection of its own: a PASSIVE checkpoint runs
-beside a write transaction (SQLite lets one checkpointer and one writer work at once),
-so the writer goes on with its next batch while the last one is copied.
+writer thread, which is what a full index waits for. Why a thread with a connection of
+its own: a PASSIVE checkpoint runs beside a write transaction (SQLite lets one
+checkpointer and one writer work at once), so the writer goes on with its next batch
+while the last one is copied.
 
 The log starts again from its beginning only when a write transaction begins with
 every page copied; a writer that never waited would grow it by every batch of a full

@@ -12,8 +12,7 @@ prepares their values (``indexing.documents``).
 
 A batch of documents goes to SQLite as one JSON array in one statement (``json_each``),
 not one statement per document: the writer thread works while the indexer's reader
-thread holds the GIL for long stretches, and every statement must take it back
-(``bench/README.md``, "Indexing: memory and speed", has the figures). Why JSON: one C
+thread holds the GIL for long stretches, and every statement must take it back. Why JSON: one C
 encode (msgspec) and one parse inside SQLite, with the GIL released for the whole batch.
 """
 

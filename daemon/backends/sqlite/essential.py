@@ -1,9 +1,8 @@
 """Ranking an ``any`` expression without scoring the documents that cannot make the list.
 
-bm25 scores every match, about 1 us each: a question over a kernel tree matches 20,000
-to 37,000 documents, and scoring them was most of its time (``bench/README.md``, "Questions:
-the rarest words ranked first"). But a
-document holding only the commonest items can score only so much. FTS5's bm25 gives
+bm25 scores every match: a question over a large tree matches tens of thousands of
+documents, and scoring them is most of its time. But a document holding only the
+commonest items can score only so much. FTS5's bm25 gives
 each phrase of the expression ``idf * f * (k1 + 1) / (f + k1 * (1 - b + b * len /
 avglen))`` (f: its weighted count in the document), which stays below ``idf * (k1 +
 1)`` whatever f and the document's length. So the searcher first ranks only the

@@ -9,9 +9,8 @@ anyway. This is the "common terms" rule of Lucene and Elasticsearch: an item of 
 a rarer item remains, so only documents holding a rarer one are ranked. When the rarer
 items find fewer documents than the caller asked for, the whole expression runs as
 well: leaving them out never shortens a result. It changes which documents a long
-question lists (``bench/README.md``, "Common words in questions", has what it keeps and
-saves), so it is a ranking
-rule, not a shortcut: ``tests/test_common_words.py`` pins it.
+question lists, so it is a ranking rule, not a shortcut: ``tests/test_common_words.py``
+pins it.
 """
 
 from __future__ import annotations

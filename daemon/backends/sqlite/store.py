@@ -275,7 +275,7 @@ class Store:
 
         FTS5 keeps a deleted or rewritten document's entries, plus a delete marker,
         until the segments holding them merge: under steady edits the file grows and
-        searches slow (``bench/README.md``, "Merges under steady edits"). New documents
+        searches slow, as every match is read in each segment. New documents
         count too: a first full index leaves segments automerge has not folded yet.
         Merging costs time in proportion to the index, so it runs once the writes reach a
         quarter of the index (at least OPTIMIZE_MIN_WRITTEN): a bounded overhead for a
@@ -301,7 +301,7 @@ class Store:
 
     def _release_free_pages(self) -> None:
         """Give the file's free pages back to the file system. A merge leaves the old
-        segments' pages free (50-110 MB of a kernel tree's first index); later writes
+        segments' pages free (a large share of a first index); later writes
         would reuse them, but until then the file counts them as index."""
         with self._writing() as conn:
             try:
