@@ -99,6 +99,9 @@ class Settings:
     password, so it is never shown (``repr=False``, status shows the server only)."""
     machine: str = ""
     """This machine's name in a shared index: its rows are keyed by it."""
+    pg_timeout_seconds: float = 60.0
+    """A write to a shared index running longer is cancelled; the daemon stops waiting
+    for a server that does not answer 5 s after that (reads: 5 s, then 5 s)."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -298,6 +301,9 @@ OPTIONS: Final = (
            "KBINDEX_DSN or the config file: a flag is visible to other users)"),
     Option("machine", "--machine", "KBINDEX_MACHINE", _machine, metavar="NAME",
            help="this machine's name in a shared index (default: the host name)"),
+    Option("pg_timeout_seconds", "--pg-timeout", "KBINDEX_PG_TIMEOUT",
+           _number(Settings.pg_timeout_seconds, minimum=1.0), metavar="SECONDS", cli_type=float,
+           help="cancel a write to a shared index that runs longer"),
     Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
            _number(Settings.frame_timeout_seconds, minimum=0.1),
            metavar="SECONDS", cli_type=float,

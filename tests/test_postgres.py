@@ -36,11 +36,11 @@ def shared(base: Path, name: str, dsn: str, *roots: Path, machine: str = "") -> 
 
 
 @pytest.fixture
-def pg(pg_dsn: str, tmp_path: Path) -> Any:
+def pg(pg_index_dsn: str, tmp_path: Path) -> Any:
     started: list[Daemon] = []
 
     def make(name: str, *roots: Path, machine: str = "") -> Daemon:
-        d = shared(tmp_path, name, pg_dsn, *roots, machine=machine)
+        d = shared(tmp_path, name, pg_index_dsn, *roots, machine=machine)
         started.append(d)
         return d
 
@@ -109,7 +109,8 @@ async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
             return (await c.status()).index_error
 
     error = await wait_for(refused, timeout=20)
-    assert "another kbindexd is writing" in error and str(root) in error
+    assert "machine 'same' is written by another kbindexd" in error, error
+    assert "give each daemon its own --machine name" in error
     # The first one keeps indexing its root undisturbed.
     write(root / "b.md", "second words\n")
     await first.refresh()
@@ -126,11 +127,10 @@ async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
 
 
 async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
-    pg: Any, tmp_path: Path, pg_dsn: str
+    pg: Any, tmp_path: Path, pg_index_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
-        conn.execute("INSERT INTO kb_meta VALUES ('schema', '99')")
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE kb_meta SET value = '99' WHERE key = 'schema'")
     root = tmp_path / "notes"
     write(root / "a.md", "words\n")
     d = pg("old", root)
@@ -138,8 +138,8 @@ async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
     assert wait_exit(proc, timeout=30) == 2  # not restarted by systemd: it would not help
     newer = f"newer than this kbindexd ({schema.SCHEMA_VERSION}); upgrade kbindex on this machine"
     assert newer in d.log()
-    with psycopg.connect(pg_dsn) as conn:  # nothing was written into it
-        assert conn.execute("SELECT to_regclass('kb_files')").fetchone() == (None,)
+    with psycopg.connect(pg_index_dsn) as conn:  # nothing was written into it
+        assert conn.execute("SELECT count(*) FROM kb_files").fetchone() == (0,)
 
 
 async def test_a_server_restart_mid_index_loses_nothing(
@@ -180,7 +180,7 @@ async def test_a_server_restart_mid_index_loses_nothing(
 
 
 async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
-    pg: Any, tmp_path: Path, pg_server: Any, pg_dsn: str
+    pg: Any, tmp_path: Path, pg_server: Any, pg_index_dsn: str
 ) -> None:
     root = tmp_path / "notes"
     write(root / "a.md", "waiting words\n")
@@ -210,7 +210,7 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
     doctor = d.kbctl("doctor").stdout
     assert "ok    shared index reachable, its schema and extensions in place" in doctor, doctor
     # An extension dropped under a running daemon: doctor names it.
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:
         conn.execute("DROP EXTENSION unaccent CASCADE")
     doctor = d.kbctl("doctor").stdout
     failed = f"FAIL  shared index: schema {schema.SCHEMA_VERSION}; missing extension(s): unaccent"
@@ -236,25 +236,42 @@ async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
     assert [line.path for line in found.lines] == [str(root / "huge.txt")]
 
 
-async def test_a_user_who_may_not_create_the_schema_gets_the_reason_and_exit_2(
-    pg: Any, tmp_path: Path, pg_dsn: str
+async def test_a_daemon_creates_nothing_and_says_which_command_makes_the_schema(
+    pg: Any, tmp_path: Path, pg_server: Any
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS kbplain")
-        conn.execute("CREATE ROLE kbplain LOGIN")  # no CREATE on the database
+    pg_dsn = pg_server.dsn(pg_server.create_database())  # empty: no one ran db migrate
     root = tmp_path / "notes"
     write(root / "a.md", "words\n")
-    d = pg("plain", root)
-    d.backend_args = (
-        "--backend",
-        "postgres",
-        "--dsn",
-        pg_dsn.replace("user=postgres", "user=kbplain"),
-    )
+    d = pg("early", root)
+    d.backend_args = ("--backend", "postgres", "--dsn", pg_dsn)  # an empty database
     proc = d.spawn()
-    assert wait_exit(proc, timeout=30) == 2
-    assert "needs PostgreSQL's unaccent extension" in d.log()
-    assert "CREATE EXTENSION unaccent" in d.log()
+    assert wait_exit(proc, timeout=30) == 2, d.log()
+    assert f"the shared index has no schema yet: its owner runs `{schema.COMMAND}`" in d.log()
+    with psycopg.connect(pg_dsn) as conn:  # not even as the superuser it connects as
+        assert conn.execute("SELECT to_regnamespace('kbindex')").fetchone() == (None,)
+    # A role that was granted nothing is told so, in one line.
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS kbplain")
+        conn.execute("CREATE ROLE kbplain LOGIN")
+    plain = pg_dsn.replace("user=postgres", "user=kbplain")
+    migrated = _kbindexd("db", "migrate", "--dsn", plain)
+    assert migrated.returncode == 1, migrated
+    assert "may not create the shared index's schema" in migrated.stderr
+    assert _kbindexd("db", "migrate", "--dsn", pg_dsn).returncode == 0
+    ungranted = pg("ungranted", root)
+    ungranted.backend_args = ("--backend", "postgres", "--dsn", plain)
+    proc = ungranted.spawn()
+    assert wait_exit(proc, timeout=30) == 2, ungranted.log()
+    assert "this PostgreSQL user may not read the shared index" in ungranted.log()
+
+
+def _kbindexd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbindex.daemon.app", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 HOSTILE = [
@@ -437,6 +454,7 @@ def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: st
                 (i, text, text),
             )
         schema.migrate(conn)
+        conn.execute(f"SET search_path = {schema.NAMESPACE}")
         rows = conn.execute(
             "SELECT f.relpath, d.limited, f.mtime_ns FROM kb_files f JOIN kb_docs d USING (id)"
             " ORDER BY 1"
@@ -458,7 +476,7 @@ def _rows(dsn: str) -> dict[str, int]:
 
 
 async def test_a_reader_with_the_writers_machine_name_deletes_nothing(
-    pg: Any, pg_dsn: str, tmp_path: Path
+    pg: Any, pg_index_dsn: str, tmp_path: Path
 ) -> None:
     root = tmp_path / "notes"
     for i in range(5):
@@ -468,12 +486,12 @@ async def test_a_reader_with_the_writers_machine_name_deletes_nothing(
     reader = pg("reader", machine="host")
     await reader.start()
     await reader.refresh()
-    assert _rows(pg_dsn) == {"host": 5}
+    assert _rows(pg_index_dsn) == {"host": 5}
     assert len(await reader.search_paths("lantern")) == 5
 
 
-async def test_two_daemons_sharing_a_machine_name_keep_each_others_rows(
-    pg: Any, pg_dsn: str, tmp_path: Path
+async def test_a_second_daemon_with_a_live_machine_name_is_refused_and_deletes_nothing(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
 ) -> None:
     first_root, second_root = tmp_path / "first", tmp_path / "second"
     write(first_root / "a.md", "alpha words\n")
@@ -482,16 +500,15 @@ async def test_two_daemons_sharing_a_machine_name_keep_each_others_rows(
     first = pg("first", first_root, machine="host")
     await first.start()
     second = pg("second", second_root, machine="host")
-    await second.start()
-    # Each one's scans leave the other's rows as they are, again and again.
-    for _ in range(2):
-        await second.refresh()
-        await first.refresh()
-    assert _rows(pg_dsn) == {"host": 3}
-    assert sorted(await second.search_paths("alpha")) == ["a.md", "b.md"]
-    assert await first.search_paths("gamma") == ["c.md"]
-    # A file deleted from one root still leaves its row (and only its row).
-    (first_root / "b.md").unlink()
+    await second.start(wait_scan=False)
+
+    async def refused() -> str:
+        async with second.client() as c:
+            return (await c.status()).index_error
+
+    error = await wait_for(refused, timeout=20)
+    assert "machine 'host' is written by another kbindexd" in error, error
     await first.refresh()
-    assert await second.search_paths("alpha") == ["a.md"]
-    assert await second.search_paths("gamma") == ["c.md"]
+    assert _rows(pg_index_dsn) == {"host": 2}
+    assert sorted(await second.search_paths("alpha")) == ["a.md", "b.md"]
+    assert await first.search_paths("gamma") == []

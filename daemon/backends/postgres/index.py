@@ -1,17 +1,21 @@
 """The shared index: ``index.Index`` on a PostgreSQL database many daemons use at once.
 
 Each daemon writes its own machine's rows (``Settings.machine``) and reads everyone's.
-Writes are one transaction per batch, as in SQLite; a root is written by one daemon at
-a time, enforced by a session advisory lock on (machine, root) that the writer's
-connection holds: a second daemon configured with the same machine name and root gets
-a clear error in its status instead of a tug of war over the rows.
+Writes are one transaction per batch, as in SQLite. A machine name is written by one
+daemon at a time: the daemon holds a lease on its name in ``kb_machines``, renewed by a
+heartbeat (``machines``) and checked, with the schema's version, at the start of every
+write batch. A second daemon with the same name gets a clear error in its status
+instead of a tug of war over the rows, and takes over once the first one stopped or its
+lease ran out (a host that vanished holds nothing for long).
 
 A lost connection fails the write or the read that met it; the indexer's retry and the
 next search open a new one (``connections``). Nothing is lost: a batch that did not
 commit leaves its files' old metadata, so the next scan reads them again.
 
 The server must be reachable for the daemon to index, not for it to start: ``open``
-that cannot connect logs it, and the first write that can migrates the schema.
+that cannot connect logs it, and the first read or write that can checks the schema.
+The daemon creates nothing: the schema is its owner's (``kbindexd db migrate``), and a
+daemon facing none, or another version, refuses with the command to run.
 """
 
 from __future__ import annotations
@@ -24,8 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
-from kbindex.daemon.backends.postgres import reads, schema, writes
-from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
+from kbindex.daemon.backends.postgres import machines, reads, schema, writes
+from kbindex.daemon.backends.postgres.connections import (
+    WRITE_SECONDS,
+    Connection,
+    Readers,
+    Writer,
+    is_lost,
+    unbounded,
+)
 from kbindex.daemon.backends.sqlite.candidates import Candidates
 from kbindex.daemon.index.interface import (
     Checked,
@@ -54,6 +65,7 @@ T = TypeVar("T")
 
 _U64: Final = 1 << 64
 OTHERS_SECONDS: Final = 5.0
+VACUUM_SECONDS: Final = 600.0
 _UNWRITABLE: Final = (
     psycopg.errors.DiskFull,
     psycopg.errors.ReadOnlySqlTransaction,  # a replica, or a server in recovery
@@ -61,14 +73,10 @@ _UNWRITABLE: Final = (
 )
 
 
-class RootTaken(Exception):
-    """Another daemon holds the advisory lock of this machine's root."""
-
-
 class PgIndex:
     backend = "postgres"
 
-    def __init__(self, dsn: str, machine: str) -> None:
+    def __init__(self, dsn: str, machine: str, timeout: float = WRITE_SECONDS) -> None:
         self.machine = machine
         self.recovered = ""
         self._writes = 0
@@ -78,17 +86,18 @@ class PgIndex:
         self.server = ""
         """The server's version, once connected."""
         self._where = _where(dsn)
-        self._writer = Writer(dsn)
+        self._writer = Writer(dsn, timeout)
         self._readers = Readers(dsn)
-        self._migrated = False
-        self._migrating = threading.Lock()
+        self._checked = False
+        self._checking = threading.Lock()
+        self._lease = machines.Lease(dsn, machine, timeout)
         self._claimed: set[str] = set()
         self._counted: tuple[int, reads.Stats] | None = None
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
             return "unavailable"
-        if isinstance(exc, (RootTaken, IndexRefused, *_UNWRITABLE)):
+        if isinstance(exc, (machines.MachineTaken, IndexRefused, *_UNWRITABLE)):
             return "unwritable"
         return None
 
@@ -105,20 +114,36 @@ class PgIndex:
     # ---------------------------------------------------------------- lifecycle
 
     def open(self) -> None:
+        """Check the schema (a daemon without roots opens no writer connection)."""
         try:
-            self._conn()
+            self._check()
         except psycopg.OperationalError as exc:
             log.warning("the shared index cannot be reached yet (%s); retrying", exc)
 
     def close(self) -> None:
+        self._lease.release()
         self._readers.close()
-        self._writer.close()  # its advisory locks go with it
+        self._writer.close()
+
+    def _check(self) -> None:
+        """The schema is the one this kbindexd reads and writes (once; every write
+        batch checks it again)."""
+        if self._checked:
+            return
+        with self._checking:
+            if not self._checked:
+                with self._readers.connection() as conn:
+                    schema.check(conn)
+                    (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
+                self.server = str(version)
+                self._checked = True
 
     def rebuild(self, reason: str) -> Path | None:
         """Forget the rows of the roots this daemon writes (the next scan writes them
         again); other daemons' rows stay, whatever their machine name."""
         conn = self._conn()
         with conn.transaction():
+            self._lease.renew(conn)
             for root in sorted(self._claimed):
                 conn.execute(
                     "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
@@ -128,38 +153,16 @@ class PgIndex:
         return None
 
     def _conn(self) -> Connection:
-        """The writer's connection, the schema migrated once it could be."""
-        if self._writer.fresh:
-            self._claimed.clear()  # a new session holds no advisory lock
-        conn = self._writer.get()
-        if not self._migrated:
-            # A reader thread may come here first (the server was down at start): the
-            # writer's connection migrates once, in one thread.
-            with self._migrating:
-                if not self._migrated:
-                    schema.migrate(conn)
-                    (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
-                    self.server = str(version)
-                    self._migrated = True
-        return conn
+        """The writer's connection, once the schema was checked."""
+        self._check()
+        return self._writer.get()
 
     def claim(self, roots: Sequence[str]) -> None:
-        self._claim(self._conn(), set(roots))
-
-    def _claim(self, conn: Connection, roots: set[str]) -> None:
-        for root in roots - self._claimed:
-            row = conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key(root),)
-            )
-            if not (row.fetchone() or (False,))[0]:
-                raise RootTaken(
-                    f"another kbindexd is writing {root} of machine {self.machine!r} to the"
-                    " shared index; give each daemon its own --machine name or roots"
-                )
-            self._claimed.add(root)
-
-    def _key(self, root: str) -> str:
-        return f"kbindex:{self.machine}:{root}"
+        """Take this machine's lease (refused while another daemon holds it) for the
+        roots this daemon writes; with none, nothing is opened."""
+        if roots or self._claimed:
+            self._lease.take(self._conn())
+            self._claimed |= set(roots)
 
     # ---------------------------------------------------------------- writes
 
@@ -170,6 +173,8 @@ class PgIndex:
             " mtime_ns, ctime_ns, ino, dev FROM kb_files WHERE machine = %(machine)s"
         )
         params = {"cap": max_file_bytes, "too_large": SkipReason.TOO_LARGE, "machine": self.machine}
+        if prefixes is None and not self._claimed:
+            return set()
         conn = self._conn()
         # "Every file this daemon indexed" is every file under the roots it writes, not
         # every row of its machine name: another daemon may share the name (a second
@@ -188,11 +193,14 @@ class PgIndex:
         }
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
+        if not updates and not deletes:
+            return
         conn = self._conn()
         latest = {seen.path: (seen, given) for seen, given in updates}
-        self._claim(conn, {seen.root for seen, _ in latest.values()})
+        self._claimed |= {seen.root for seen, _ in latest.values()}
         now = time.time()
         with conn.transaction():
+            self._lease.renew(conn)  # and the schema's version: else nothing is written
             known = dict(
                 conn.execute(
                     "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
@@ -249,9 +257,10 @@ class PgIndex:
         if old == new:
             return 0
         conn = self._conn()
-        self._claim(conn, {new_root})
+        self._claimed.add(new_root)
         under = "machine = %s AND (path = %s OR starts_with(path, %s))"
         with conn.transaction():
+            self._lease.renew(conn)
             rows = conn.execute(
                 f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
             ).fetchall()
@@ -287,12 +296,11 @@ class PgIndex:
     def remove_root(self, root: str) -> int:
         conn = self._conn()
         with conn.transaction():
+            self._lease.renew(conn)
             removed = conn.execute(
                 "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
             ).rowcount
-        if root in self._claimed:
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key(root),))
-            self._claimed.discard(root)
+        self._claimed.discard(root)
         self._writes += 1
         return removed
 
@@ -307,7 +315,11 @@ class PgIndex:
         GIN indexes keep new entries in their pending lists and the postings have no
         visibility map (their index-only scans read the table): searches right after a
         full index of the bench corpus took 296 ms at p50, 66 ms after a vacuum."""
-        self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
+        conn = self._conn()
+        with unbounded(conn, VACUUM_SECONDS):
+            # Only the tables' owner may vacuum them: for a writer role the server
+            # skips them with a warning, and autovacuum does it.
+            conn.execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 
     def settle(self) -> None:
         pass
@@ -315,8 +327,7 @@ class PgIndex:
     # ---------------------------------------------------------------- reads
 
     def _read(self, fn: Callable[..., T], *args: object) -> T:
-        if not self._migrated:
-            self._conn()  # the tables exist before anything reads them
+        self._check()
         with self._readers.connection() as conn:
             return fn(conn, *args)
 
@@ -359,7 +370,8 @@ class PgIndex:
 
     def check(self) -> Checked:
         """The connection, the schema's version and its extensions."""
-        return self._read(_check)
+        with self._readers.connection() as conn:
+            return _check(conn)
 
     def grep_candidates(
         self,
@@ -398,12 +410,15 @@ def _where(dsn: str) -> str:
 
 
 def _check(conn: Connection) -> Checked:
+    try:
+        schema.check(conn)  # the version in the database, as a fresh reader sees it
+    except schema.SchemaRefused as exc:
+        return Checked(str(exc), 0, 0)
     found = {str(name) for (name,) in conn.execute("SELECT extname FROM pg_extension")}
     missing = [name for name in schema.EXTENSIONS if name not in found]
-    row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
     if not missing:
         return Checked("ok", _size_bytes(conn), 0)
-    version = f"schema {row[0] if row else '?'}"
+    version = f"schema {schema.SCHEMA_VERSION}"
     return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn), 0)
 
 
@@ -411,6 +426,7 @@ def _size_bytes(conn: Connection) -> int:
     row = conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
         " WHERE c.relname IN ('kb_files', 'kb_docs', 'kb_postings', 'kb_segments')"
-        " AND c.relkind = 'r'"
+        " AND c.relkind = 'r' AND c.relnamespace = %s::regnamespace",
+        (schema.NAMESPACE,),
     ).fetchone()
     return int(row[0]) if row else 0
