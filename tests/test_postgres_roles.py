@@ -114,7 +114,7 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
         daemons.append(shared(tmp_path, "searcher", team["searcher"]))
         for d in daemons:
             await d.start()
-        alpha, beta, reader = daemons
+        alpha, _, reader = daemons
         assert sorted(await reader.search_paths("festival")) == ["kites.md", "lanterns.md"]
         assert count(team["postgres"], "SELECT count(*) FROM public.ran") == 0
 
