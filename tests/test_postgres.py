@@ -512,3 +512,21 @@ async def test_a_second_daemon_with_a_live_machine_name_is_refused_and_deletes_n
     assert _rows(pg_index_dsn) == {"host": 2}
     assert sorted(await second.search_paths("alpha")) == ["a.md", "b.md"]
     assert await first.search_paths("gamma") == []
+
+
+async def test_a_server_logging_every_statement_logs_no_document_text(
+    pg: Any, tmp_path: Path, pg_server: Any, pg_index_dsn: str
+) -> None:
+    database = psycopg.conninfo.conninfo_to_dict(pg_index_dsn)["dbname"]
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
+        # The slow-statement log at its most: every statement, with its parameters.
+        conn.execute(f"ALTER DATABASE {database} SET log_min_duration_statement = 0")
+    root = tmp_path / "notes"
+    write(root / "secret.md", "# Plans\nthe quarterly zyxwvutsecret figures\n")
+    d = pg("logged", root)
+    await d.start()
+    assert await d.search_paths("zyxwvutsecret") == ["secret.md"]
+    logged = pg_server.log_path.read_text(errors="replace")
+    assert "quarterly" not in logged  # the document's text is not logged
+    assert "INSERT INTO kb_docs" in logged  # the batch's statement is
+    assert "zyxwvutsecret" in logged  # and the search's words, a query's parameter
