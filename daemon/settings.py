@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
+import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from typing import Any, Final
 import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
-from kbindex.proto.address import SOCKET_ENV, default_socket_path
+from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign, owner_name
 
 ALL_TEXT = "*"
 """``included_extensions = ["*"]``: every file that looks like text, whatever its name."""
@@ -337,6 +339,8 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     explicit_config = args.config or env.get("KBINDEX_CONFIG")
     config_path = Path(explicit_config).expanduser() if explicit_config else default_config_path()
     file_values = _read_config(config_path, required=bool(explicit_config))
+    if file_values.get("dsn"):
+        _check_dsn_file(config_path, str(file_values["dsn"]))
     base = config_path.parent
 
     roots_raw: Sequence[str] | None
@@ -395,6 +399,45 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         roots_source=roots_source,
         **values,
     )
+
+
+_PASSWORD: Final = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@?#]*:[^/@?#]*@", re.I)
+"""A password in a connection string: ``password=`` or ``scheme://user:secret@``."""
+
+
+def _check_dsn_file(path: Path, dsn: str) -> None:
+    """Refuse a config file that holds a connection string when another user could
+    change it, or the way to it (as the state directory: ``instance.check_state_dir``),
+    or could read it while the string holds a password. Why: whoever changes the
+    string chooses the server the daemon sends every indexed document to."""
+    given = os.path.abspath(path)
+    real = os.path.realpath(given)
+    steps = [real, *sorted({str(p) for p in Path(real).parents}, key=len, reverse=True)]
+    if given != real:
+        steps += [str(p) for p in (Path(given), *Path(given).parents) if p.is_symlink()]
+    for step in steps:
+        st = os.lstat(step)
+        if stat.S_ISLNK(st.st_mode):
+            problem = (
+                None
+                if st.st_uid in (os.getuid(), 0)
+                else f"is a symbolic link of {owner_name(st.st_uid)}"
+            )
+        else:
+            problem = foreign(st, sticky=step != real)
+        if problem is not None:
+            fix = f"chmod go-w {step}" if "writable" in problem else "move it somewhere of yours"
+            raise SettingsError(
+                f"refusing the config file {given}: {step} {problem}, so another user could"
+                f" change the PostgreSQL server kbindexd sends your documents to; {fix}"
+            )
+    mode = stat.S_IMODE(os.stat(real).st_mode)
+    if mode & 0o044 and _PASSWORD.search(dsn.strip()):
+        raise SettingsError(
+            f"refusing the config file {given}: it is readable by others (mode {mode:o}) and"
+            f" its dsn holds a password; chmod go-r {given}, or keep the password in"
+            " ~/.pgpass"
+        )
 
 
 def _read_config(path: Path, *, required: bool) -> dict[str, Any]:

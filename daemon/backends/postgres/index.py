@@ -34,6 +34,7 @@ from kbindex.daemon.backends.postgres.connections import (
     Connection,
     Readers,
     Writer,
+    connect,
     is_lost,
     unbounded,
 )
@@ -66,6 +67,13 @@ T = TypeVar("T")
 _U64: Final = 1 << 64
 OTHERS_SECONDS: Final = 5.0
 VACUUM_SECONDS: Final = 600.0
+PROBE_SECONDS: Final = 1.0
+
+
+class Unreachable(psycopg.OperationalError):
+    """A read refused at once: the server was lost, and no probe reached it since."""
+
+
 _UNWRITABLE: Final = (
     psycopg.errors.DiskFull,
     psycopg.errors.ReadOnlySqlTransaction,  # a replica, or a server in recovery
@@ -90,6 +98,9 @@ class PgIndex:
         self._readers = Readers(dsn)
         self._checked = False
         self._checking = threading.Lock()
+        self._down = ""
+        """Why reads fail at once: the server was lost, and no probe reached it since."""
+        self._probing = threading.Lock()
         self._lease = machines.Lease(dsn, machine, timeout)
         self._claimed: set[str] = set()
         self._counted: tuple[int, reads.Stats] | None = None
@@ -327,9 +338,40 @@ class PgIndex:
     # ---------------------------------------------------------------- reads
 
     def _read(self, fn: Callable[..., T], *args: object) -> T:
-        self._check()
-        with self._readers.connection() as conn:
-            return fn(conn, *args)
+        if self._down:
+            raise Unreachable(self._down)
+        try:
+            self._check()
+            with self._readers.connection() as conn:
+                return fn(conn, *args)
+        except psycopg.OperationalError as exc:
+            if is_lost(exc):
+                self._lost(exc)
+            raise
+
+    def _lost(self, exc: BaseException) -> None:
+        """The server was lost to a read: reads fail at once (status answers from what it
+        counted, searches say ``unavailable``) until a probe reaches it again, rather than
+        each waiting out the deadline on a path that passes nothing."""
+        with self._probing:
+            if self._down:
+                return
+            self._down = str(exc).strip()
+        self._readers.close()  # idle connections went the same way
+        threading.Thread(target=self._probe, name="kbindex-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        while True:
+            time.sleep(PROBE_SECONDS)
+            try:
+                with connect(self._readers.dsn, role="read") as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error as exc:
+                log.debug("the shared index is still unreachable: %s", exc)
+                continue
+            self._down = ""
+            log.info("the shared index can be reached again")
+            return
 
     def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
         return self._read(reads.search_result, compiled, limit, path_filter, self._stats())
