@@ -9,8 +9,10 @@ import argparse
 import hashlib
 import math
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -578,3 +580,36 @@ def test_a_config_file_holding_a_dsn_is_refused_when_others_may_change_or_read_i
     settings.add_arguments(parser)
     args = parser.parse_args(["--config", str(config), "--state-dir", str(tmp_path / "s")])
     assert settings.load(args, environ={}).dsn == "postgresql://kb@db.example/kb"
+
+
+@pytest.mark.timeout(180)
+async def test_a_frozen_daemons_lease_runs_out_and_it_writes_nothing_after(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
+) -> None:
+    from kbindex.daemon.backends.postgres.machines import LEASE_SECONDS
+
+    root = tmp_path / "notes"
+    write(root / "a.md", "first words\n")
+    first = pg("first", root, machine="host")
+    await first.start()
+    assert first.proc is not None
+    first.proc.send_signal(signal.SIGSTOP)  # a host that froze: its connections stay open
+    try:
+        write(root / "b.md", "second words\n")
+        second = pg("second", root, machine="host")
+        started = time.monotonic()
+        await second.start(wait_scan=False)
+
+        async def taken_over() -> bool:
+            return await second.search_paths("second") == ["b.md"]
+
+        await wait_for(taken_over, timeout=LEASE_SECONDS + 30, interval=0.5)
+        assert time.monotonic() - started >= LEASE_SECONDS - 10  # not before it ran out
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    # The first one wakes up and writes nothing more: its lease is gone.
+    (root / "a.md").unlink()
+    with pytest.raises(DaemonError) as refused:
+        await first.refresh(full=True)
+    assert "machine 'host' is written by another kbindexd" in str(refused.value)
+    assert sorted(await second.search_paths("words")) == ["a.md", "b.md"]
