@@ -613,3 +613,50 @@ async def test_a_frozen_daemons_lease_runs_out_and_it_writes_nothing_after(
         await first.refresh(full=True)
     assert "machine 'host' is written by another kbindexd" in str(refused.value)
     assert sorted(await second.search_paths("words")) == ["a.md", "b.md"]
+
+
+@pytest.mark.timeout(180)
+async def test_answers_say_which_machines_are_behind_or_gone_and_kbctl_retires_one(
+    pg: Any, tmp_path: Path
+) -> None:
+    from kbindex.daemon.backends.postgres.machines import LATE_SECONDS
+
+    alpha_root, beta_root = tmp_path / "alpha-notes", tmp_path / "beta-notes"
+    write(alpha_root / "lanterns.md", "the lantern festival\n")
+    write(beta_root / "kites.md", "the kite festival\n")
+    write(beta_root / "more.md", "another festival\n")
+    alpha, beta, reader = pg("alpha", alpha_root), pg("beta", beta_root), pg("reader")
+    for d in (alpha, beta, reader):
+        await d.start()
+
+    async def fresh(want: tuple[list[str], list[str]]) -> bool:
+        async with reader.client() as c:
+            f = (await c.search("festival")).freshness
+        return f is not None and (f.machines_behind, f.machines_gone) == want
+
+    await wait_for(lambda: fresh(([], [])), timeout=15, interval=0.5)
+    listed = reader.kbctl("machines").stdout
+    assert "alpha: live, 1 files, heartbeat" in listed and "beta: live, 2 files" in listed
+    # A daemon that stops gives its lease back: its machine is gone, its rows still served.
+    beta.stop()
+    await wait_for(lambda: fresh(([], ["beta"])), timeout=15, interval=0.5)
+    assert "beta: gone, 2 files" in reader.kbctl("machines").stdout
+    # A daemon that froze is behind, once its heartbeat is late.
+    assert alpha.proc is not None
+    alpha.proc.send_signal(signal.SIGSTOP)
+    try:
+        await wait_for(lambda: fresh((["alpha"], ["beta"])), timeout=LATE_SECONDS + 20)
+    finally:
+        alpha.proc.send_signal(signal.SIGCONT)
+    await wait_for(lambda: fresh(([], ["beta"])), timeout=20, interval=0.5)
+    # A live machine is not retired; a gone one is, with its rows.
+    live = reader.kbctl("machines", "retire", "alpha")
+    assert live.returncode == 1 and "machine 'alpha' is live" in live.stderr, live
+    retired = reader.kbctl("machines", "retire", "beta")
+    assert retired.returncode == 0, retired
+    assert "machine 'beta' retired: 2 files removed" in retired.stdout
+    assert await reader.search_paths("festival") == ["lanterns.md"]
+    await wait_for(lambda: fresh(([], [])), timeout=15, interval=0.5)
+    assert "beta" not in reader.kbctl("machines").stdout
+    unknown = reader.kbctl("machines", "retire", "nowhere")
+    assert unknown.returncode == 1 and "no machine 'nowhere'" in unknown.stderr

@@ -125,6 +125,10 @@ class Counts:
     per_root: dict[str, int]
     per_machine: dict[str, int] = field(default_factory=dict)
     """Indexed files per machine, in an index several machines share."""
+    machines: dict[str, tuple[str, float | None]] = field(default_factory=dict)
+    """In an index several machines share: each machine's state (``live``, ``behind``:
+    its heartbeat is late, ``gone``: no daemon writes it) and seconds since its last
+    heartbeat."""
 
 
 class Checked(NamedTuple):
@@ -259,3 +263,7 @@ class Index(Protocol):
         ...
 
     def embeddable(self) -> list[Embeddable]: ...
+    def retire_machine(self, name: str) -> int:
+        """Remove a machine no daemon writes any more, and its rows, from a shared index
+        (IndexRefused on a backend of one machine, or while a daemon writes it)."""
+        ...

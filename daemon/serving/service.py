@@ -24,7 +24,14 @@ from kbindex.daemon.backends.sqlite import candidates
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.health import Health
-from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.interface import (
+    Counts,
+    File,
+    Index,
+    IndexRefused,
+    NotIndexed,
+    SearchResult,
+)
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -76,6 +83,8 @@ from kbindex.proto.messages import (
     RemoveRoot,
     Reply,
     Request,
+    RetireMachine,
+    RetireReply,
     RootsReply,
     RootStatus,
     Search,
@@ -217,6 +226,8 @@ class Service:
                 return await self._roots_reply(await self.control.remove_root(request.path))
             case Reload():
                 return ReloadReply(message=await self.control.reload())
+            case RetireMachine():
+                return await self.retire_machine(request.name)
         raise InvalidArgument(f"unsupported request {type(request).__name__}")
 
     def hello(self, request: Hello) -> HelloReply:
@@ -313,7 +324,7 @@ class Service:
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
-            freshness=replies.freshness(self.health),
+            freshness=replies.freshness(self.health, await self._counts()),
             notes=[*notes, *scoped],
         )
 
@@ -341,7 +352,16 @@ class Service:
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
         outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
-        return replies.grep_reply(outcome, replies.freshness(self.health), scoped)
+        fresh = replies.freshness(self.health, await self._counts())
+        return replies.grep_reply(outcome, fresh, scoped)
+
+    async def retire_machine(self, name: str) -> RetireReply:
+        try:
+            removed = await anyio.to_thread.run_sync(self.index.retire_machine, name)
+        except IndexRefused as exc:
+            raise InvalidArgument(str(exc)) from None
+        self._counted = None
+        return RetireReply(message=f"machine {name!r} retired", removed=removed)
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
         # A client sending Refresh(wait=False) in a loop would queue a refresh per request

@@ -20,6 +20,7 @@ daemon facing none, or another version, refuses with the command to run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -402,7 +403,38 @@ class PgIndex:
         return self._read(reads.holds, self.machine, path)
 
     def counts(self) -> Counts:
-        return self._read(reads.counts, self.machine)
+        return self._read(_counts, self.machine)
+
+    def retire_machine(self, name: str) -> int:
+        """Remove machine ``name``'s rows and its registration, unless a daemon holds its
+        lease. On a connection of its own: the indexer's writer may be mid-batch."""
+        conn = connect(self._writer.dsn, role="write", timeout=self._writer.timeout)
+        with conn, conn.transaction():
+            row = conn.execute(
+                "SELECT holder IS NOT NULL AND expires > now(),"
+                " extract(epoch FROM now() - heartbeat)::float8"
+                " FROM kb_machines WHERE name = %s FOR UPDATE",
+                (name,),
+            ).fetchone()
+            if row and row[0]:
+                raise IndexRefused(
+                    f"machine {name!r} is live (its daemon's heartbeat came {row[1]:.0f} s"
+                    " ago): stop that daemon first"
+                )
+            (rows,) = conn.execute(
+                "SELECT count(*) FROM kb_files WHERE machine = %s", (name,)
+            ).fetchone() or (0,)
+            removed = conn.execute("DELETE FROM kb_files WHERE machine = %s", (name,)).rowcount
+            if removed < rows:  # row-level security left another role's rows
+                raise IndexRefused(
+                    f"machine {name!r} belongs to another PostgreSQL role: that role, or"
+                    " the schema's owner, retires it"
+                )
+            conn.execute("DELETE FROM kb_machines WHERE name = %s", (name,))
+        if row is None and not removed:
+            raise IndexRefused(f"the shared index has no machine {name!r}")
+        self._writes += 1
+        return removed
 
     def indexed_count(self) -> int:
         return self.counts().indexed
@@ -449,6 +481,11 @@ def _where(dsn: str) -> str:
     host = str(info.get("host") or "localhost")
     port = f":{info['port']}" if info.get("port") else ""
     return f"{host}{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def _counts(conn: Connection, machine: str) -> Counts:
+    states = {m.name: (m.state, m.heartbeat) for m in machines.listed(conn)}
+    return dataclasses.replace(reads.counts(conn, machine), machines=states)
 
 
 def _check(conn: Connection) -> Checked:

@@ -21,6 +21,7 @@ from kbindex.daemon.index.interface import (
     Embeddable,
     Failure,
     File,
+    IndexRefused,
     SearchResult,
     Stored,
 )
@@ -126,3 +127,6 @@ class SqliteIndex(Store):
                 "SELECT id, indexed_at, root, size FROM files WHERE skip_reason IS NULL"
             ).fetchall()
         return [Embeddable(*row) for row in rows]
+
+    def retire_machine(self, name: str) -> int:
+        raise IndexRefused("machines are retired from a shared index (backend postgres) only")
