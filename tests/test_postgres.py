@@ -660,3 +660,21 @@ async def test_answers_say_which_machines_are_behind_or_gone_and_kbctl_retires_o
     assert "beta" not in reader.kbctl("machines").stdout
     unknown = reader.kbctl("machines", "retire", "nowhere")
     assert unknown.returncode == 1 and "no machine 'nowhere'" in unknown.stderr
+
+
+async def test_a_schema_upgraded_under_a_running_daemon_gets_no_write_and_doctor_says_so(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "a.md", "first words\n")
+    d = pg("running", root)
+    await d.start()
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:  # a newer kbindexd's owner
+        conn.execute("UPDATE kb_meta SET value = %s WHERE key = 'schema'", (str(99),))
+    write(root / "b.md", "second words\n")
+    with pytest.raises(DaemonError) as refused:
+        await d.refresh()
+    assert "the shared index's schema is now version 99" in str(refused.value)
+    assert _rows(pg_index_dsn) == {"running": 1}  # the batch wrote nothing
+    doctor = d.kbctl("doctor").stdout
+    assert "schema version 99, newer than this kbindexd" in doctor, doctor
