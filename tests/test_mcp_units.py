@@ -194,3 +194,13 @@ def test_a_repeated_log_statement_is_said_once_then_counted() -> None:
         ]
     finally:
         log.removeHandler(handler)
+
+
+def test_freshness_names_the_machines_of_a_shared_index_that_are_behind_or_gone() -> None:
+    from kbindex.mcpfront.results import freshness_text
+    from kbindex.proto.messages import Freshness
+
+    text = freshness_text(Freshness(machines_behind=["alpha"], machines_gone=["beta", "old"]))
+    assert "machine(s) behind: alpha" in text
+    assert "machine(s) gone, rows may be stale: beta, old" in text
+    assert "machine" not in freshness_text(Freshness())
