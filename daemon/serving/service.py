@@ -64,6 +64,7 @@ from kbindex.proto.messages import (
     EditNote,
     FindFiles,
     FindFilesReply,
+    Freshness,
     Grep,
     GrepReply,
     Hello,
@@ -324,7 +325,7 @@ class Service:
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
-            freshness=replies.freshness(self.health, await self._counts()),
+            freshness=await self._freshness(),
             notes=[*notes, *scoped],
         )
 
@@ -352,8 +353,13 @@ class Service:
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
         outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
-        fresh = replies.freshness(self.health, await self._counts())
-        return replies.grep_reply(outcome, fresh, scoped)
+        return replies.grep_reply(outcome, await self._freshness(), scoped)
+
+    async def _freshness(self) -> Freshness:
+        """With the machines behind or gone, from the counts, in an index machines share
+        (a cached count there; in SQLite, the count after a write would cost a search)."""
+        shared = self.index.describe().machine != ""
+        return replies.freshness(self.health, await self._counts() if shared else None)
 
     async def retire_machine(self, name: str) -> RetireReply:
         try:
