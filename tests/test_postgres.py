@@ -468,6 +468,9 @@ def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: st
             " ORDER BY 1"
         ).fetchall()
         version = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+        # Where a kbindexd of before looks: it stops ("newer"), and makes no tables there.
+        older = conn.execute("SELECT value FROM public.kb_meta WHERE key = 'schema'").fetchone()
+    assert older == (str(schema.SCHEMA_VERSION),)
     # The limited ones are read again at the next scan (their mtime no longer matches).
     assert rows == [("1.txt", True, -1), ("2.txt", False, 7), ("3.txt", True, -1)]
     assert version == (str(schema.SCHEMA_VERSION),)

@@ -427,7 +427,28 @@ def _migrate(conn: Connection) -> tuple[int, int]:
         for target in range(before + 1, SCHEMA_VERSION + 1):
             log.info("migrating the shared index to schema version %d", target)
             _step(conn, target, NAMESPACE)
+        _warn_older(conn)
     return was, SCHEMA_VERSION
+
+
+def _warn_older(conn: Connection) -> None:
+    """Leave the version in ``public.kb_meta``, where a kbindexd of before schema 4 looks:
+    it then stops with "newer than this kbindexd; upgrade", rather than make tables of its
+    own in ``public`` (and index into them) where its role may create. Where the owner
+    may not create in ``public``, such a kbindexd cannot either."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS public.kb_meta(key text PRIMARY KEY, value text)"
+            )
+            conn.execute(
+                "INSERT INTO public.kb_meta VALUES ('schema', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+            conn.execute("GRANT SELECT ON public.kb_meta TO PUBLIC")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
 
 
 def _step(conn: Connection, target: int, where: str) -> None:
