@@ -29,7 +29,7 @@ class Databases:
         self.server = server
         """The throwaway ``pgserver.PgServer``, or None with ``--dsn``."""
 
-    def fresh(self) -> str:
+    def fresh(self, *, migrate: bool = True) -> str:
         """An empty database with this kbindexd's schema made, as its owner would (``kbindexd
         db migrate``): daemons create nothing. A kbindexd of before schema 4 ignores it and
         makes its own tables in ``public``."""
@@ -38,10 +38,11 @@ class Databases:
         else:
             assert self._dsn is not None
             dsn = self._empty(self._dsn)
-        from kbindex.daemon.backends.postgres import schema
+        if migrate:
+            from kbindex.daemon.backends.postgres import schema
 
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            schema.migrate(conn)
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                schema.migrate(conn)
         return dsn
 
     def _empty(self, dsn: str) -> str:
