@@ -65,7 +65,8 @@ def _owner_made(exe: Path) -> bool:
     """Whether this build's daemons need the schema made by its owner first (``kbindexd
     db migrate``, schema 4 on): builds before make their own tables."""
     probe = "import kbindex.daemon.backends.postgres.migrate"
-    return subprocess.run([exe.parent / "python", "-c", probe], check=False).returncode == 0
+    run = subprocess.run([exe.parent / "python", "-c", probe], capture_output=True, check=False)
+    return run.returncode == 0
 
 
 def one_run(
