@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -60,11 +61,19 @@ def free_bytes(db: Path) -> int:
     return int(pages) * int(size)
 
 
+def _owner_made(exe: Path) -> bool:
+    """Whether this build's daemons need the schema made by its owner first (``kbindexd
+    db migrate``, schema 4 on): builds before make their own tables."""
+    probe = "import kbindex.daemon.backends.postgres.migrate"
+    run = subprocess.run([exe.parent / "python", "-c", probe], capture_output=True, check=False)
+    return run.returncode == 0
+
+
 def one_run(
     tree: Path, work: Path, exe: Path, name: str, every: float, dbs: pgcluster.Databases | None
 ) -> dict[str, Any]:
     load_before = load()
-    dsn = dbs.fresh() if dbs is not None else ""
+    dsn = dbs.fresh(migrate=_owner_made(exe)) if dbs is not None else ""
     backend = ("--backend", "postgres", "--dsn", dsn, "--machine", "bench") if dsn else ()
     postmaster = dbs.postmaster_pid() if dbs is not None else None
     server_cpu = pgcluster.server_cpu_seconds(postmaster) if postmaster else 0.0

@@ -29,11 +29,25 @@ class Databases:
         self.server = server
         """The throwaway ``pgserver.PgServer``, or None with ``--dsn``."""
 
-    def fresh(self) -> str:
+    def fresh(self, *, migrate: bool = True) -> str:
+        """An empty database with this kbindexd's schema made, as its owner would (``kbindexd
+        db migrate``): daemons create nothing. A kbindexd of before schema 4 ignores it and
+        makes its own tables in ``public``."""
         if self.server is not None:
-            return str(self.server.dsn(self.server.create_database()))
-        assert self._dsn is not None
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            dsn = str(self.server.dsn(self.server.create_database()))
+        else:
+            assert self._dsn is not None
+            dsn = self._empty(self._dsn)
+        if migrate:
+            from kbindex.daemon.backends.postgres import schema
+
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                schema.migrate(conn)
+        return dsn
+
+    def _empty(self, dsn: str) -> str:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA IF EXISTS kbindex CASCADE")
             conn.execute(f"DROP TABLE IF EXISTS {', '.join(TABLES)} CASCADE")
             for drop in (
                 "FUNCTION IF EXISTS kb_stemmable(text), kb_plain(text), kb_tf(text[]),"
@@ -42,7 +56,7 @@ class Databases:
                 "TEXT SEARCH DICTIONARY IF EXISTS kb_porter",
             ):
                 conn.execute(f"DROP {drop}")
-        return self._dsn
+        return dsn
 
     def postmaster_pid(self) -> int | None:
         """The server's main process (its CPU time is the backend's share), if ours."""
@@ -75,9 +89,11 @@ def relation_mb(dsn: str) -> float:
     indexes), in MB."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT pg_total_relation_size('kb_files') + pg_total_relation_size('kb_docs')"
-            " + pg_total_relation_size('kb_postings')"
-            " + coalesce(pg_total_relation_size(to_regclass('kb_segments')), 0)"
+            # In the schema kbindex (schema 4 on), or in public (a kbindexd of before).
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind = 'r' AND n.nspname IN ('kbindex', 'public')"
+            " AND c.relname IN ('kb_files', 'kb_docs', 'kb_postings', 'kb_segments')"
         ).fetchone()
     return int(row[0]) / 1e6 if row else float("nan")
 

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kbindex.ctl import grep, note, paths, render, roots
+from kbindex.ctl import grep, machines, note, paths, render, roots
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.errors import ClientError, DaemonError, DaemonUnavailable
@@ -354,6 +354,7 @@ SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
     "read": _add_read,
     "roots": roots.add_parser,
     "why": roots.add_why_parser,
+    "machines": machines.add_parser,
     "note": note.add_parser,
     "doctor": _add_doctor,
     "service": _add_service,

@@ -127,7 +127,10 @@ def status(reply: StatusReply) -> str:
     if reply.backend is not None and reply.backend.name != "sqlite":
         b = reply.backend
         lines.append(f"backend: {b.name}, {b.server}, this machine {b.machine!r}")
-        counted = ", ".join(f"{m.machine} {m.files:,}" for m in b.machines)
+        counted = ", ".join(
+            f"{m.machine} {m.files:,}" + (f" ({m.state})" if m.state not in ("", "live") else "")
+            for m in b.machines
+        )
         lines.append(f"machines: {counted or 'none yet'}")
     if reply.progress is not None:
         p = reply.progress

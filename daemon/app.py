@@ -330,12 +330,20 @@ class StateDirUnusable(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["db"]:  # the shared index's owner: kbindexd db migrate
+        try:
+            from kbindex.daemon.backends.postgres import migrate
+        except ImportError as exc:
+            print(f"kbindexd db needs kbindex[postgres] ({exc.name} is missing)", file=sys.stderr)  # noqa: T201
+            return 2
+        return migrate.main(given[1:])
     parser = argparse.ArgumentParser(
         prog="kbindexd",
         description="Keep a full-text index of directories current and serve it on a socket.",
     )
     settings_mod.add_arguments(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(given)
     reread = partial(settings_mod.load, args)
     try:
         settings: Settings | None = reread()

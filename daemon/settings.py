@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
+import stat
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
 from kbindex.daemon.extracting import extractor, formats
-from kbindex.proto.address import SOCKET_ENV, default_socket_path
+from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign, owner_name
 
 ALL_TEXT = "*"
 """``included_extensions = ["*"]``: every file that looks like text, whatever its name."""
@@ -107,6 +109,9 @@ class Settings:
     password, so it is never shown (``repr=False``, status shows the server only)."""
     machine: str = ""
     """This machine's name in a shared index: its rows are keyed by it."""
+    pg_timeout_seconds: float = 60.0
+    """A write to a shared index running longer is cancelled; the daemon stops waiting
+    for a server that does not answer 5 s after that (reads: 5 s, then 5 s)."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -322,6 +327,9 @@ OPTIONS: Final = (
            "KBINDEX_DSN or the config file: a flag is visible to other users)"),
     Option("machine", "--machine", "KBINDEX_MACHINE", _machine, metavar="NAME",
            help="this machine's name in a shared index (default: the host name)"),
+    Option("pg_timeout_seconds", "--pg-timeout", "KBINDEX_PG_TIMEOUT",
+           _number(Settings.pg_timeout_seconds, minimum=1.0), metavar="SECONDS", cli_type=float,
+           help="cancel a write to a shared index that runs longer"),
     Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
            _number(Settings.frame_timeout_seconds, minimum=0.1),
            metavar="SECONDS", cli_type=float,
@@ -355,6 +363,8 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
     explicit_config = args.config or env.get("KBINDEX_CONFIG")
     config_path = Path(explicit_config).expanduser() if explicit_config else default_config_path()
     file_values = _read_config(config_path, required=bool(explicit_config))
+    if file_values.get("dsn"):
+        _check_dsn_file(config_path, str(file_values["dsn"]))
     base = config_path.parent
 
     roots_raw: Sequence[str] | None
@@ -413,6 +423,45 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         roots_source=roots_source,
         **values,
     )
+
+
+_PASSWORD: Final = re.compile(r"(?:^|\s)password\s*=|^[a-z]+://[^/@?#]*:[^/@?#]*@", re.I)
+"""A password in a connection string: ``password=`` or ``scheme://user:secret@``."""
+
+
+def _check_dsn_file(path: Path, dsn: str) -> None:
+    """Refuse a config file that holds a connection string when another user could
+    change it, or the way to it (as the state directory: ``instance.check_state_dir``),
+    or could read it while the string holds a password. Why: whoever changes the
+    string chooses the server the daemon sends every indexed document to."""
+    given = os.path.abspath(path)
+    real = os.path.realpath(given)
+    steps = [real, *sorted({str(p) for p in Path(real).parents}, key=len, reverse=True)]
+    if given != real:
+        steps += [str(p) for p in (Path(given), *Path(given).parents) if p.is_symlink()]
+    for step in steps:
+        st = os.lstat(step)
+        if stat.S_ISLNK(st.st_mode):
+            problem = (
+                None
+                if st.st_uid in (os.getuid(), 0)
+                else f"is a symbolic link of {owner_name(st.st_uid)}"
+            )
+        else:
+            problem = foreign(st, sticky=step != real)
+        if problem is not None:
+            fix = f"chmod go-w {step}" if "writable" in problem else "move it somewhere of yours"
+            raise SettingsError(
+                f"refusing the config file {given}: {step} {problem}, so another user could"
+                f" change the PostgreSQL server kbindexd sends your documents to; {fix}"
+            )
+    mode = stat.S_IMODE(os.stat(real).st_mode)
+    if mode & 0o044 and _PASSWORD.search(dsn.strip()):
+        raise SettingsError(
+            f"refusing the config file {given}: it is readable by others (mode {mode:o}) and"
+            f" its dsn holds a password; chmod go-r {given}, or keep the password in"
+            " ~/.pgpass"
+        )
 
 
 def _read_config(path: Path, *, required: bool) -> dict[str, Any]:

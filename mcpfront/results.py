@@ -87,6 +87,10 @@ def freshness_text(fresh: Freshness | None) -> str:
         text += f"; the index is being rebuilt ({fresh.rebuilding}), results may be out of date"
     if fresh.index_error:
         text += f"; the index cannot be written ({fresh.index_error}), results may be out of date"
+    if fresh.machines_behind:
+        text += f"; machine(s) behind: {', '.join(fresh.machines_behind)}"
+    if fresh.machines_gone:
+        text += f"; machine(s) gone, rows may be stale: {', '.join(fresh.machines_gone)}"
     return text
 
 

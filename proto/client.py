@@ -60,6 +60,8 @@ from kbindex.proto.messages import (
     RemoveRoot,
     Reply,
     Request,
+    RetireMachine,
+    RetireReply,
     RootsReply,
     Search,
     SearchReply,
@@ -297,6 +299,9 @@ class Client:
 
     async def remove_root(self, path: str) -> RootsReply:
         return await self.request(RemoveRoot(path=path), RootsReply)
+
+    async def retire_machine(self, name: str) -> RetireReply:
+        return await self.request(RetireMachine(name=name), RetireReply)
 
     async def check(self) -> CheckReply:
         return await self.request(Check(), CheckReply)

@@ -181,6 +181,13 @@ class RemoveRoot(Request, tag="remove_root", frozen=True):
     path: str
 
 
+class RetireMachine(Request, tag="retire_machine", frozen=True):
+    """Remove a machine that no daemon writes any more, and its rows, from a shared index:
+    ``kbctl machines retire NAME``."""
+
+    name: str
+
+
 class Check(Request, tag="check", frozen=True):
     """Verify the index (``PRAGMA quick_check``) and report the WAL size: kbctl doctor."""
 
@@ -211,6 +218,7 @@ AnyRequest = (
     | RemoveRoot
     | Check
     | Reload
+    | RetireMachine
 )
 
 REQUEST_OPS: Final = frozenset(str(cls.__struct_config__.tag) for cls in AnyRequest.__args__)
@@ -377,6 +385,10 @@ class LagReport(msgspec.Struct, kw_only=True):
 class MachineCount(msgspec.Struct, kw_only=True):
     machine: str
     files: int
+    state: str = ""
+    """``live``, ``behind`` (its heartbeat is late) or ``gone`` (no daemon writes it)."""
+    heartbeat_age: float | None = None
+    """Seconds since its daemon's last heartbeat (None: never registered)."""
 
 
 class BackendStatus(msgspec.Struct, kw_only=True):
@@ -457,6 +469,12 @@ class Freshness(msgspec.Struct, kw_only=True):
     rebuilding: str = ""
     """Non-empty while the index is rebuilt from the files (see
     ``StatusReply.index_rebuilding``): answers may be out of date or incomplete."""
+    machines_behind: list[str] = []
+    """In a shared index: machines whose daemon is alive but late (its heartbeat stopped
+    coming: stalled, or cut off from the server): their files may have changed since."""
+    machines_gone: list[str] = []
+    """In a shared index: machines with rows and no daemon writing them (stopped, or
+    gone for good: ``kbctl machines retire NAME`` removes their rows)."""
 
 
 MATCH_OPEN: Final = "\u27e6"
@@ -635,8 +653,15 @@ class CheckReply(Reply, tag="check", frozen=True):
     wal_bytes: int = 0
 
 
+class RetireReply(Reply, tag="retire_machine", frozen=True):
+    message: str
+    removed: int = 0
+    """The machine's files removed from the index."""
+
+
 AnyReply = (
-    CheckReply
+    RetireReply
+    | CheckReply
     | ReloadReply
     | ErrorReply
     | HelloReply

@@ -199,7 +199,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     name = getattr(request, "param", "sqlite")
     if name == "sqlite":
         return Backend(name)
-    dsn = request.getfixturevalue("pg_dsn")
+    dsn = request.getfixturevalue("pg_index_dsn")
     args = ("--backend", "postgres", "--dsn", dsn, "--machine", MACHINE)
     return Backend(name, args, dsn, MACHINE)
 
@@ -375,3 +375,16 @@ def pg_dsn(pg_server: Any) -> Iterator[str]:
     name = pg_server.create_database()
     yield pg_server.dsn(name)
     pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_index_dsn(pg_dsn: str) -> str:
+    """``pg_dsn`` with the shared index's schema made, as its owner would with ``kbindexd
+    db migrate`` (the server's superuser here), and sessions searching that schema, so
+    that a test's own SQL names its tables as the daemon does."""
+    import psycopg
+    from kbindex.daemon.backends.postgres import schema
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        schema.migrate(conn)
+    return f"{pg_dsn}&options=-csearch_path%3D{schema.NAMESPACE}"

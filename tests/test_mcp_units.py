@@ -201,3 +201,13 @@ def test_an_answer_from_an_index_being_rebuilt_says_so() -> None:
     text = freshness_text(Freshness(last_scan_at=None, rebuilding=why))
     assert f"the index is being rebuilt ({why}), results may be out of date" in text
     assert "rebuilt" not in freshness_text(Freshness(last_scan_at=None))
+
+
+def test_freshness_names_the_machines_of_a_shared_index_that_are_behind_or_gone() -> None:
+    from kbindex.mcpfront.results import freshness_text
+    from kbindex.proto.messages import Freshness
+
+    text = freshness_text(Freshness(machines_behind=["alpha"], machines_gone=["beta", "old"]))
+    assert "machine(s) behind: alpha" in text
+    assert "machine(s) gone, rows may be stale: beta, old" in text
+    assert "machine" not in freshness_text(Freshness())

@@ -5,11 +5,14 @@ holds what only a shared index has."""
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import math
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +39,11 @@ def shared(base: Path, name: str, dsn: str, *roots: Path, machine: str = "") -> 
 
 
 @pytest.fixture
-def pg(pg_dsn: str, tmp_path: Path) -> Any:
+def pg(pg_index_dsn: str, tmp_path: Path) -> Any:
     started: list[Daemon] = []
 
     def make(name: str, *roots: Path, machine: str = "") -> Daemon:
-        d = shared(tmp_path, name, pg_dsn, *roots, machine=machine)
+        d = shared(tmp_path, name, pg_index_dsn, *roots, machine=machine)
         started.append(d)
         return d
 
@@ -109,7 +112,8 @@ async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
             return (await c.status()).index_error
 
     error = await wait_for(refused, timeout=20)
-    assert "another kbindexd is writing" in error and str(root) in error
+    assert "machine 'same' is written by another kbindexd" in error, error
+    assert "give each daemon its own --machine name" in error
     # The first one keeps indexing its root undisturbed.
     write(root / "b.md", "second words\n")
     await first.refresh()
@@ -126,11 +130,10 @@ async def test_a_second_daemon_for_the_same_machine_and_root_is_refused(
 
 
 async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
-    pg: Any, tmp_path: Path, pg_dsn: str
+    pg: Any, tmp_path: Path, pg_index_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE kb_meta(key text PRIMARY KEY, value text)")
-        conn.execute("INSERT INTO kb_meta VALUES ('schema', '99')")
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE kb_meta SET value = '99' WHERE key = 'schema'")
     root = tmp_path / "notes"
     write(root / "a.md", "words\n")
     d = pg("old", root)
@@ -138,8 +141,8 @@ async def test_a_database_of_a_newer_kbindexd_is_refused_with_the_reason(
     assert wait_exit(proc, timeout=30) == 2  # not restarted by systemd: it would not help
     newer = f"newer than this kbindexd ({schema.SCHEMA_VERSION}); upgrade kbindex on this machine"
     assert newer in d.log()
-    with psycopg.connect(pg_dsn) as conn:  # nothing was written into it
-        assert conn.execute("SELECT to_regclass('kb_files')").fetchone() == (None,)
+    with psycopg.connect(pg_index_dsn) as conn:  # nothing was written into it
+        assert conn.execute("SELECT count(*) FROM kb_files").fetchone() == (0,)
 
 
 async def test_a_server_restart_mid_index_loses_nothing(
@@ -180,7 +183,7 @@ async def test_a_server_restart_mid_index_loses_nothing(
 
 
 async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
-    pg: Any, tmp_path: Path, pg_server: Any, pg_dsn: str
+    pg: Any, tmp_path: Path, pg_server: Any, pg_index_dsn: str
 ) -> None:
     root = tmp_path / "notes"
     write(root / "a.md", "waiting words\n")
@@ -204,13 +207,18 @@ async def test_the_daemon_starts_while_the_server_is_down_and_catches_up(
         pg_server.start()
 
     async def found() -> bool:
-        return await d.search_paths("waiting") == ["a.md"]
+        try:
+            return await d.search_paths("waiting") == ["a.md"]
+        except DaemonError as exc:  # until its probe (every second) reached the server
+            if exc.code != "unavailable":
+                raise
+            return False
 
     await wait_for(found, timeout=30, interval=0.2)
     doctor = d.kbctl("doctor").stdout
     assert "ok    shared index reachable, its schema and extensions in place" in doctor, doctor
     # An extension dropped under a running daemon: doctor names it.
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:
         conn.execute("DROP EXTENSION unaccent CASCADE")
     doctor = d.kbctl("doctor").stdout
     failed = f"FAIL  shared index: schema {schema.SCHEMA_VERSION}; missing extension(s): unaccent"
@@ -236,25 +244,42 @@ async def test_a_document_too_large_for_a_tsvector_is_indexed_by_its_start(
     assert [line.path for line in found.lines] == [str(root / "huge.txt")]
 
 
-async def test_a_user_who_may_not_create_the_schema_gets_the_reason_and_exit_2(
-    pg: Any, tmp_path: Path, pg_dsn: str
+async def test_a_daemon_creates_nothing_and_says_which_command_makes_the_schema(
+    pg: Any, tmp_path: Path, pg_server: Any
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS kbplain")
-        conn.execute("CREATE ROLE kbplain LOGIN")  # no CREATE on the database
+    pg_dsn = pg_server.dsn(pg_server.create_database())  # empty: no one ran db migrate
     root = tmp_path / "notes"
     write(root / "a.md", "words\n")
-    d = pg("plain", root)
-    d.backend_args = (
-        "--backend",
-        "postgres",
-        "--dsn",
-        pg_dsn.replace("user=postgres", "user=kbplain"),
-    )
+    d = pg("early", root)
+    d.backend_args = ("--backend", "postgres", "--dsn", pg_dsn)  # an empty database
     proc = d.spawn()
-    assert wait_exit(proc, timeout=30) == 2
-    assert "needs PostgreSQL's unaccent extension" in d.log()
-    assert "CREATE EXTENSION unaccent" in d.log()
+    assert wait_exit(proc, timeout=30) == 2, d.log()
+    assert f"the shared index has no schema yet: its owner runs `{schema.COMMAND}`" in d.log()
+    with psycopg.connect(pg_dsn) as conn:  # not even as the superuser it connects as
+        assert conn.execute("SELECT to_regnamespace('kbindex')").fetchone() == (None,)
+    # A role that was granted nothing is told so, in one line.
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS kbplain")
+        conn.execute("CREATE ROLE kbplain LOGIN")
+    plain = pg_dsn.replace("user=postgres", "user=kbplain")
+    migrated = _kbindexd("db", "migrate", "--dsn", plain)
+    assert migrated.returncode == 1, migrated
+    assert "may not create the shared index's schema" in migrated.stderr
+    assert _kbindexd("db", "migrate", "--dsn", pg_dsn).returncode == 0
+    ungranted = pg("ungranted", root)
+    ungranted.backend_args = ("--backend", "postgres", "--dsn", plain)
+    proc = ungranted.spawn()
+    assert wait_exit(proc, timeout=30) == 2, ungranted.log()
+    assert "this PostgreSQL user may not read the shared index" in ungranted.log()
+
+
+def _kbindexd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbindex.daemon.app", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 HOSTILE = [
@@ -437,11 +462,15 @@ def test_schema_2_marks_the_limited_documents_of_a_version_1_database(pg_dsn: st
                 (i, text, text),
             )
         schema.migrate(conn)
+        conn.execute(f"SET search_path = {schema.NAMESPACE}")
         rows = conn.execute(
             "SELECT f.relpath, d.limited, f.mtime_ns FROM kb_files f JOIN kb_docs d USING (id)"
             " ORDER BY 1"
         ).fetchall()
         version = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+        # Where a kbindexd of before looks: it stops ("newer"), and makes no tables there.
+        older = conn.execute("SELECT value FROM public.kb_meta WHERE key = 'schema'").fetchone()
+    assert older == (str(schema.SCHEMA_VERSION),)
     # The limited ones are read again at the next scan (their mtime no longer matches).
     assert rows == [("1.txt", True, -1), ("2.txt", False, 7), ("3.txt", True, -1)]
     assert version == (str(schema.SCHEMA_VERSION),)
@@ -458,7 +487,7 @@ def _rows(dsn: str) -> dict[str, int]:
 
 
 async def test_a_reader_with_the_writers_machine_name_deletes_nothing(
-    pg: Any, pg_dsn: str, tmp_path: Path
+    pg: Any, pg_index_dsn: str, tmp_path: Path
 ) -> None:
     root = tmp_path / "notes"
     for i in range(5):
@@ -468,12 +497,12 @@ async def test_a_reader_with_the_writers_machine_name_deletes_nothing(
     reader = pg("reader", machine="host")
     await reader.start()
     await reader.refresh()
-    assert _rows(pg_dsn) == {"host": 5}
+    assert _rows(pg_index_dsn) == {"host": 5}
     assert len(await reader.search_paths("lantern")) == 5
 
 
-async def test_two_daemons_sharing_a_machine_name_keep_each_others_rows(
-    pg: Any, pg_dsn: str, tmp_path: Path
+async def test_a_second_daemon_with_a_live_machine_name_is_refused_and_deletes_nothing(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
 ) -> None:
     first_root, second_root = tmp_path / "first", tmp_path / "second"
     write(first_root / "a.md", "alpha words\n")
@@ -482,16 +511,173 @@ async def test_two_daemons_sharing_a_machine_name_keep_each_others_rows(
     first = pg("first", first_root, machine="host")
     await first.start()
     second = pg("second", second_root, machine="host")
-    await second.start()
-    # Each one's scans leave the other's rows as they are, again and again.
-    for _ in range(2):
-        await second.refresh()
-        await first.refresh()
-    assert _rows(pg_dsn) == {"host": 3}
-    assert sorted(await second.search_paths("alpha")) == ["a.md", "b.md"]
-    assert await first.search_paths("gamma") == ["c.md"]
-    # A file deleted from one root still leaves its row (and only its row).
-    (first_root / "b.md").unlink()
+    await second.start(wait_scan=False)
+
+    async def refused() -> str:
+        async with second.client() as c:
+            return (await c.status()).index_error
+
+    error = await wait_for(refused, timeout=20)
+    assert "machine 'host' is written by another kbindexd" in error, error
     await first.refresh()
-    assert await second.search_paths("alpha") == ["a.md"]
-    assert await second.search_paths("gamma") == ["c.md"]
+    assert _rows(pg_index_dsn) == {"host": 2}
+    assert sorted(await second.search_paths("alpha")) == ["a.md", "b.md"]
+    assert await first.search_paths("gamma") == []
+
+
+async def test_a_server_logging_every_statement_logs_no_document_text(
+    pg: Any, tmp_path: Path, pg_server: Any, pg_index_dsn: str
+) -> None:
+    database = psycopg.conninfo.conninfo_to_dict(pg_index_dsn)["dbname"]
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
+        # The slow-statement log at its most: every statement, with its parameters.
+        conn.execute(f"ALTER DATABASE {database} SET log_min_duration_statement = 0")
+    root = tmp_path / "notes"
+    write(root / "secret.md", "# Plans\nthe quarterly zyxwvutsecret figures\n")
+    d = pg("logged", root)
+    await d.start()
+    assert await d.search_paths("zyxwvutsecret") == ["secret.md"]
+    logged = pg_server.log_path.read_text(errors="replace")
+    assert "quarterly" not in logged  # the document's text is not logged
+    assert "INSERT INTO kb_docs" in logged  # the batch's statement is
+    assert "zyxwvutsecret" in logged  # and the search's words, a query's parameter
+
+
+def test_a_config_file_holding_a_dsn_is_refused_when_others_may_change_or_read_it(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "conf" / "config.toml"
+    config.parent.mkdir(mode=0o700)
+
+    def start() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kbindex.daemon.app", "--config", str(config),
+             "--state-dir", str(tmp_path / "s"), "--socket", str(tmp_path / "kb.sock")],
+            capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+
+    config.write_text('backend = "postgres"\ndsn = "postgresql://kb@db.example/kbindex"\n')
+    config.chmod(0o664)  # the group may point the daemon at a server of theirs
+    changed = start()
+    assert changed.returncode == 2, changed
+    assert f"refusing the config file {config}: {config} is writable by its group" in (
+        changed.stderr
+    )
+    config.chmod(0o600)
+    config.parent.chmod(0o777)  # or replace the file
+    moved = start()
+    assert moved.returncode == 2 and f"{config.parent} is writable by others" in moved.stderr
+    config.parent.chmod(0o700)
+    config.write_text('backend = "postgres"\ndsn = "postgresql://kb:s3cret@db.example/kb"\n')
+    config.chmod(0o644)
+    read = start()
+    assert read.returncode == 2
+    assert "readable by others (mode 644) and its dsn holds a password" in read.stderr
+    assert "s3cret" not in read.stderr
+    # Without a password, readable is fine: the daemon goes on (to a server that is not
+    # there: it starts anyway, so the check is the settings').
+    from kbindex.daemon import settings
+
+    config.write_text('backend = "postgres"\ndsn = "postgresql://kb@db.example/kb"\n')
+    parser = argparse.ArgumentParser()
+    settings.add_arguments(parser)
+    args = parser.parse_args(["--config", str(config), "--state-dir", str(tmp_path / "s")])
+    assert settings.load(args, environ={}).dsn == "postgresql://kb@db.example/kb"
+
+
+@pytest.mark.timeout(180)
+async def test_a_frozen_daemons_lease_runs_out_and_it_writes_nothing_after(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
+) -> None:
+    from kbindex.daemon.backends.postgres.machines import LEASE_SECONDS
+
+    root = tmp_path / "notes"
+    write(root / "a.md", "first words\n")
+    first = pg("first", root, machine="host")
+    await first.start()
+    assert first.proc is not None
+    first.proc.send_signal(signal.SIGSTOP)  # a host that froze: its connections stay open
+    try:
+        write(root / "b.md", "second words\n")
+        second = pg("second", root, machine="host")
+        started = time.monotonic()
+        await second.start(wait_scan=False)
+
+        async def taken_over() -> bool:
+            return await second.search_paths("second") == ["b.md"]
+
+        await wait_for(taken_over, timeout=LEASE_SECONDS + 30, interval=0.5)
+        assert time.monotonic() - started >= LEASE_SECONDS - 10  # not before it ran out
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
+    # The first one wakes up and writes nothing more: its lease is gone.
+    (root / "a.md").unlink()
+    with pytest.raises(DaemonError) as refused:
+        await first.refresh(full=True)
+    assert "machine 'host' is written by another kbindexd" in str(refused.value)
+    assert sorted(await second.search_paths("words")) == ["a.md", "b.md"]
+
+
+@pytest.mark.timeout(180)
+async def test_answers_say_which_machines_are_behind_or_gone_and_kbctl_retires_one(
+    pg: Any, tmp_path: Path
+) -> None:
+    from kbindex.daemon.backends.postgres.machines import LATE_SECONDS
+
+    alpha_root, beta_root = tmp_path / "alpha-notes", tmp_path / "beta-notes"
+    write(alpha_root / "lanterns.md", "the lantern festival\n")
+    write(beta_root / "kites.md", "the kite festival\n")
+    write(beta_root / "more.md", "another festival\n")
+    alpha, beta, reader = pg("alpha", alpha_root), pg("beta", beta_root), pg("reader")
+    for d in (alpha, beta, reader):
+        await d.start()
+
+    async def fresh(want: tuple[list[str], list[str]]) -> bool:
+        async with reader.client() as c:
+            f = (await c.search("festival")).freshness
+        return f is not None and (f.machines_behind, f.machines_gone) == want
+
+    await wait_for(lambda: fresh(([], [])), timeout=15, interval=0.5)
+    listed = reader.kbctl("machines").stdout
+    assert "alpha: live, 1 files, heartbeat" in listed and "beta: live, 2 files" in listed
+    # A daemon that stops gives its lease back: its machine is gone, its rows still served.
+    beta.stop()
+    await wait_for(lambda: fresh(([], ["beta"])), timeout=15, interval=0.5)
+    assert "beta: gone, 2 files" in reader.kbctl("machines").stdout
+    # A daemon that froze is behind, once its heartbeat is late.
+    assert alpha.proc is not None
+    alpha.proc.send_signal(signal.SIGSTOP)
+    try:
+        await wait_for(lambda: fresh((["alpha"], ["beta"])), timeout=LATE_SECONDS + 20)
+    finally:
+        alpha.proc.send_signal(signal.SIGCONT)
+    await wait_for(lambda: fresh(([], ["beta"])), timeout=20, interval=0.5)
+    # A live machine is not retired; a gone one is, with its rows.
+    live = reader.kbctl("machines", "retire", "alpha")
+    assert live.returncode == 1 and "machine 'alpha' is live" in live.stderr, live
+    retired = reader.kbctl("machines", "retire", "beta")
+    assert retired.returncode == 0, retired
+    assert "machine 'beta' retired: 2 files removed" in retired.stdout
+    assert await reader.search_paths("festival") == ["lanterns.md"]
+    await wait_for(lambda: fresh(([], [])), timeout=15, interval=0.5)
+    assert "beta" not in reader.kbctl("machines").stdout
+    unknown = reader.kbctl("machines", "retire", "nowhere")
+    assert unknown.returncode == 1 and "no machine 'nowhere'" in unknown.stderr
+
+
+async def test_a_schema_upgraded_under_a_running_daemon_gets_no_write_and_doctor_says_so(
+    pg: Any, pg_index_dsn: str, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "a.md", "first words\n")
+    d = pg("running", root)
+    await d.start()
+    with psycopg.connect(pg_index_dsn, autocommit=True) as conn:  # a newer kbindexd's owner
+        conn.execute("UPDATE kb_meta SET value = %s WHERE key = 'schema'", (str(99),))
+    write(root / "b.md", "second words\n")
+    with pytest.raises(DaemonError) as refused:
+        await d.refresh()
+    assert "the shared index's schema is now version 99" in str(refused.value)
+    assert _rows(pg_index_dsn) == {"running": 1}  # the batch wrote nothing
+    doctor = d.kbctl("doctor").stdout
+    assert "schema version 99, newer than this kbindexd" in doctor, doctor

@@ -56,6 +56,7 @@ def version_2(pg_server: Any) -> Iterator[Any]:
 def test_segments_are_the_same_as_version_2s(version_2: Any, pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as current:
         schema.migrate(current)
+        current.execute(f"SET search_path = {schema.NAMESPACE}")
         for text in _texts():
             old = version_2.execute(SEGMENTS, (text,)).fetchall()
             assert current.execute(SEGMENTS, (text,)).fetchall() == old, len(text.split())
@@ -73,8 +74,12 @@ def test_upgrading_a_version_2_database_reads_nothing_again(version_2: Any) -> N
     )
     before = version_2.execute(SEGMENTS, (long,)).fetchall()
     schema.migrate(version_2)
+    version_2.execute(f"SET search_path = {schema.NAMESPACE}")
     assert version_2.execute("SELECT mtime_ns FROM kb_files").fetchall() == [(7,)]
-    assert version_2.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone() == ("3",)
+    version = version_2.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
+    assert version == (str(schema.SCHEMA_VERSION),)
     assert version_2.execute(SEGMENTS, (long,)).fetchall() == before
-    body = version_2.execute("SELECT prosrc FROM pg_proc WHERE proname = 'kb_segments'").fetchone()
+    body = version_2.execute(
+        "SELECT pg_get_functiondef('kb_segments(regconfig, text)'::regprocedure)"
+    ).fetchone()
     assert "ORDINALITY" in body[0]  # the one-pass function replaced version 2's

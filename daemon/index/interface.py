@@ -195,3 +195,8 @@ class Index(Protocol):
         """These documents with their text, for those still indexed (in no particular
         order)."""
         ...
+
+    def retire_machine(self, name: str) -> int:
+        """Remove a machine no daemon writes any more, and its rows, from a shared index
+        (IndexRefused on a backend of one machine, or while a daemon writes it)."""
+        ...

@@ -205,6 +205,10 @@ class Counts:
     per_root: dict[str, int]
     per_machine: dict[str, int] = field(default_factory=dict)
     """Indexed files per machine, in an index several machines share."""
+    machines: dict[str, tuple[str, float | None]] = field(default_factory=dict)
+    """In an index several machines share: each machine's state (``live``, ``behind``:
+    its heartbeat is late, ``gone``: no daemon writes it) and seconds since its last
+    heartbeat."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,8 +48,11 @@ def problems(health: Health) -> list[FileIssue]:
     return [FileIssue(path=p.path, reason=p.reason) for p in health.recent_errors]
 
 
-def freshness(health: Health) -> Freshness:
+def freshness(health: Health, counts: index.Counts | None = None) -> Freshness:
+    states = counts.machines if counts is not None else {}
     return Freshness(
+        machines_behind=sorted(m for m, (state, _) in states.items() if state == "behind"),
+        machines_gone=sorted(m for m, (state, _) in states.items() if state == "gone"),
         last_scan_at=health.last_scan_at,
         scanning=health.scanning,
         pending=health.pending,
@@ -120,7 +123,15 @@ def backend(described: index.Described, counts: index.Counts) -> BackendStatus:
         name=described.name,
         server=described.server,
         machine=described.machine,
-        machines=[MachineCount(machine=m, files=n) for m, n in sorted(counts.per_machine.items())],
+        machines=[
+            MachineCount(
+                machine=m,
+                files=counts.per_machine.get(m, 0),
+                state=counts.machines.get(m, ("", None))[0],
+                heartbeat_age=counts.machines.get(m, ("", None))[1],
+            )
+            for m in sorted({*counts.per_machine, *counts.machines})
+        ],
     )
 
 

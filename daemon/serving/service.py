@@ -26,7 +26,7 @@ from kbindex.daemon.extracting import formats, pages
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import narrowing, ripgrep, sweep
 from kbindex.daemon.health import Health
-from kbindex.daemon.index.interface import Index, NotIndexed
+from kbindex.daemon.index.interface import Index, IndexRefused, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
 from kbindex.daemon.index.values import Counts, File, Hit, SearchResult, Stats
 from kbindex.daemon.indexing import textfile
@@ -61,6 +61,7 @@ from kbindex.proto.messages import (
     EditNote,
     FindFiles,
     FindFilesReply,
+    Freshness,
     Grep,
     GrepReply,
     Hello,
@@ -80,6 +81,8 @@ from kbindex.proto.messages import (
     RemoveRoot,
     Reply,
     Request,
+    RetireMachine,
+    RetireReply,
     RootsReply,
     RootStatus,
     Search,
@@ -226,6 +229,8 @@ class Service:
                 return await self._roots_reply(await self.control.remove_root(request.path))
             case Reload():
                 return ReloadReply(message=await self.control.reload())
+            case RetireMachine():
+                return await self.retire_machine(request.name)
         raise InvalidArgument(f"unsupported request {type(request).__name__}")
 
     def hello(self, request: Hello) -> HelloReply:
@@ -327,7 +332,7 @@ class Service:
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
-            freshness=replies.freshness(self.health),
+            freshness=await self._freshness(),
             notes=[*notes, *scoped],
         )
 
@@ -372,7 +377,21 @@ class Service:
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
         outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
-        return replies.grep_reply(outcome, replies.freshness(self.health), scoped)
+        return replies.grep_reply(outcome, await self._freshness(), scoped)
+
+    async def _freshness(self) -> Freshness:
+        """With the machines behind or gone, from the counts, in an index machines share
+        (a cached count there; in SQLite, the count after a write would cost a search)."""
+        shared = self.index.describe().machine != ""
+        return replies.freshness(self.health, (await self._stats()).counts if shared else None)
+
+    async def retire_machine(self, name: str) -> RetireReply:
+        try:
+            removed = await anyio.to_thread.run_sync(self.index.retire_machine, name)
+        except IndexRefused as exc:
+            raise InvalidArgument(str(exc)) from None
+        self._counted = None
+        return RetireReply(message=f"machine {name!r} retired", removed=removed)
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
         # A client sending Refresh(wait=False) in a loop would queue a refresh per request

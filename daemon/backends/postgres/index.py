@@ -1,21 +1,26 @@
 """The shared index: ``index.Index`` on a PostgreSQL database many daemons use at once.
 
 Each daemon writes its own machine's rows (``Settings.machine``) and reads everyone's.
-Writes are one transaction per batch, as in SQLite; a root is written by one daemon at
-a time, enforced by a session advisory lock on (machine, root) that the writer's
-connection holds: a second daemon configured with the same machine name and root gets
-a clear error in its status instead of a tug of war over the rows.
+Writes are one transaction per batch, as in SQLite. A machine name is written by one
+daemon at a time: the daemon holds a lease on its name in ``kb_machines``, renewed by a
+heartbeat (``machines``) and checked, with the schema's version, at the start of every
+write batch. A second daemon with the same name gets a clear error in its status
+instead of a tug of war over the rows, and takes over once the first one stopped or its
+lease ran out (a host that vanished holds nothing for long).
 
 A lost connection fails the write or the read that met it; the indexer's retry and the
 next search open a new one (``connections``). Nothing is lost: a batch that did not
 commit leaves its files' old metadata, so the next scan reads them again.
 
 The server must be reachable for the daemon to index, not for it to start: ``open``
-that cannot connect logs it, and the first write that can migrates the schema.
+that cannot connect logs it, and the first read or write that can checks the schema.
+The daemon creates nothing: the schema is its owner's (``kbindexd db migrate``), and a
+daemon facing none, or another version, refuses with the command to run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -23,12 +28,21 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import psycopg
-from kbindex.daemon.backends.postgres import reads, schema, writes
-from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
+from kbindex.daemon.backends.postgres import machines, reads, schema, writes
+from kbindex.daemon.backends.postgres.connections import (
+    WRITE_SECONDS,
+    Connection,
+    Readers,
+    Writer,
+    connect,
+    is_lost,
+    unbounded,
+)
 from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance, Opened
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
+    Counts,
     Described,
     Document,
     FileState,
@@ -57,15 +71,19 @@ T = TypeVar("T")
 
 _U64: Final = 1 << 64
 OTHERS_SECONDS: Final = 5.0
+VACUUM_SECONDS: Final = 600.0
+PROBE_SECONDS: Final = 1.0
+
+
+class Unreachable(psycopg.OperationalError):
+    """A read refused at once: the server was lost, and no probe reached it since."""
+
+
 _UNWRITABLE: Final = (
     psycopg.errors.DiskFull,
     psycopg.errors.ReadOnlySqlTransaction,  # a replica, or a server in recovery
     psycopg.errors.InsufficientPrivilege,  # a user who may read but not write
 )
-
-
-class RootTaken(Exception):
-    """Another daemon holds the advisory lock of this machine's root."""
 
 
 class PgIndex:
@@ -74,9 +92,9 @@ class PgIndex:
     @classmethod
     def configured(cls, settings: Settings, roots: Roots) -> PgIndex:
         """Each machine's roots are its own; the index reads no file."""
-        return cls(settings.dsn, settings.machine)
+        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds)
 
-    def __init__(self, dsn: str, machine: str) -> None:
+    def __init__(self, dsn: str, machine: str, timeout: float = WRITE_SECONDS) -> None:
         self.machine = machine
         self.recovered = ""
         self.rebuilding = ""
@@ -87,10 +105,14 @@ class PgIndex:
         self.server = ""
         """The server's version, once connected."""
         self._where = _where(dsn)
-        self._writer = Writer(dsn)
+        self._writer = Writer(dsn, timeout)
         self._readers = Readers(dsn)
-        self._migrated = False
-        self._migrating = threading.Lock()
+        self._checked = False
+        self._checking = threading.Lock()
+        self._down = ""
+        """Why reads fail at once: the server was lost, and no probe reached it since."""
+        self._probing = threading.Lock()
+        self._lease = machines.Lease(dsn, machine, timeout)
         self._claimed: set[str] = set()
         self._counted: tuple[int, float, reads.Stats] | None = None
         """(``_writes``, monotonic time) of the last count of the corpus, and the count."""
@@ -98,7 +120,7 @@ class PgIndex:
     def failure(self, exc: BaseException) -> Failure | None:
         if is_lost(exc):
             return "unavailable"
-        if isinstance(exc, (RootTaken, IndexRefused, *_UNWRITABLE)):
+        if isinstance(exc, (machines.MachineTaken, IndexRefused, *_UNWRITABLE)):
             return "unwritable"
         return None
 
@@ -110,14 +132,28 @@ class PgIndex:
 
     def open(self) -> Opened:
         try:
-            self._conn()
+            self._check()
         except psycopg.OperationalError as exc:
             log.warning("the shared index cannot be reached yet (%s); retrying", exc)
         return Opened("ready")
 
     def close(self) -> None:
+        self._lease.release()
         self._readers.close()
-        self._writer.close()  # its advisory locks go with it
+        self._writer.close()
+
+    def _check(self) -> None:
+        """The schema is the one this kbindexd reads and writes (once; every write
+        batch checks it again)."""
+        if self._checked:
+            return
+        with self._checking:
+            if not self._checked:
+                with self._readers.connection() as conn:
+                    schema.check(conn)
+                    (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
+                self.server = str(version)
+                self._checked = True
 
     def built(self) -> None:
         """Nothing is built beside: the rows are rewritten where they are."""
@@ -127,6 +163,7 @@ class PgIndex:
         again); other daemons' rows stay, whatever their machine name."""
         conn = self._conn()
         with conn.transaction():
+            self._lease.renew(conn)
             for root in sorted(self._claimed):
                 conn.execute(
                     "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
@@ -135,38 +172,16 @@ class PgIndex:
         self.recovered = reason
 
     def _conn(self) -> Connection:
-        """The writer's connection, the schema migrated once it could be."""
-        if self._writer.fresh:
-            self._claimed.clear()  # a new session holds no advisory lock
-        conn = self._writer.get()
-        if not self._migrated:
-            # A reader thread may come here first (the server was down at start): the
-            # writer's connection migrates once, in one thread.
-            with self._migrating:
-                if not self._migrated:
-                    schema.migrate(conn)
-                    (version,) = conn.execute("SHOW server_version").fetchone() or ("?",)
-                    self.server = str(version)
-                    self._migrated = True
-        return conn
+        """The writer's connection, once the schema was checked."""
+        self._check()
+        return self._writer.get()
 
     def claim(self, roots: Sequence[str]) -> None:
-        self._claim(self._conn(), set(roots))
-
-    def _claim(self, conn: Connection, roots: set[str]) -> None:
-        for root in roots - self._claimed:
-            row = conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key(root),)
-            )
-            if not (row.fetchone() or (False,))[0]:
-                raise RootTaken(
-                    f"another kbindexd is writing {root} of machine {self.machine!r} to the"
-                    " shared index; give each daemon its own --machine name or roots"
-                )
-            self._claimed.add(root)
-
-    def _key(self, root: str) -> str:
-        return f"kbindex:{self.machine}:{root}"
+        """Take this machine's lease (refused while another daemon holds it) for the
+        roots this daemon writes; with none, nothing is opened."""
+        if roots or self._claimed:
+            self._lease.take(self._conn())
+            self._claimed |= set(roots)
 
     # ---------------------------------------------------------------- writes
 
@@ -177,6 +192,8 @@ class PgIndex:
             " mtime_ns, ctime_ns, ino, dev FROM kb_files WHERE machine = %(machine)s"
         )
         params = {"cap": max_file_bytes, "too_large": SkipReason.TOO_LARGE, "machine": self.machine}
+        if prefixes is None and not self._claimed:
+            return set()
         conn = self._conn()
         # "Every file this daemon indexed" is every file under the roots it writes, not
         # every row of its machine name: another daemon may share the name (a second
@@ -195,11 +212,14 @@ class PgIndex:
         }
 
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
+        if not updates and not deletes:
+            return
         conn = self._conn()
         latest = {seen.path: (seen, given) for seen, given in updates}
-        self._claim(conn, {seen.root for seen, _ in latest.values()})
+        self._claimed |= {seen.root for seen, _ in latest.values()}
         now = time.time()
         with conn.transaction():
+            self._lease.renew(conn)  # and the schema's version: else nothing is written
             known = dict(
                 conn.execute(
                     "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
@@ -256,9 +276,10 @@ class PgIndex:
         if old == new:
             return 0
         conn = self._conn()
-        self._claim(conn, {new_root})
+        self._claimed.add(new_root)
         under = "machine = %s AND (path = %s OR starts_with(path, %s))"
         with conn.transaction():
+            self._lease.renew(conn)
             rows = conn.execute(
                 f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
             ).fetchall()
@@ -294,12 +315,11 @@ class PgIndex:
     def forget(self, root: str) -> int:
         conn = self._conn()
         with conn.transaction():
+            self._lease.renew(conn)
             removed = conn.execute(
                 "DELETE FROM kb_files WHERE machine = %s AND root = %s", (self.machine, root)
             ).rowcount
-        if root in self._claimed:
-            conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key(root),))
-            self._claimed.discard(root)
+        self._claimed.discard(root)
         self._writes += 1
         return removed
 
@@ -309,16 +329,51 @@ class PgIndex:
         visibility map (their index-only scans read the table), and searches right after
         a full index would pay for both. Otherwise nothing: autovacuum keeps the GIN
         indexes, nothing is merged."""
-        if after == "bulk":
-            self._conn().execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
+        if after != "bulk":
+            return
+        conn = self._conn()
+        with unbounded(conn, VACUUM_SECONDS):
+            # Only the tables' owner may vacuum them: for a writer role the server
+            # skips them with a warning, and autovacuum does it.
+            conn.execute("VACUUM (ANALYZE) kb_files, kb_docs, kb_postings, kb_segments")
 
     # ---------------------------------------------------------------- reads
 
     def _read(self, fn: Callable[..., T], *args: object) -> T:
-        if not self._migrated:
-            self._conn()  # the tables exist before anything reads them
-        with self._readers.connection() as conn:
-            return fn(conn, *args)
+        if self._down:
+            raise Unreachable(self._down)
+        try:
+            self._check()
+            with self._readers.connection() as conn:
+                return fn(conn, *args)
+        except psycopg.OperationalError as exc:
+            if is_lost(exc):
+                self._lost(exc)
+            raise
+
+    def _lost(self, exc: BaseException) -> None:
+        """The server was lost to a read: reads fail at once (status answers from what it
+        counted, searches say ``unavailable``) until a probe reaches it again, rather than
+        each waiting out the deadline on a path that passes nothing."""
+        with self._probing:
+            if self._down:
+                return
+            self._down = str(exc).strip()
+        self._readers.close()  # idle connections went the same way
+        threading.Thread(target=self._probe, name="kbindex-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        while True:
+            time.sleep(PROBE_SECONDS)
+            try:
+                with connect(self._readers.dsn, role="read") as conn:
+                    conn.execute("SELECT 1")
+            except psycopg.Error as exc:
+                log.debug("the shared index is still unreachable: %s", exc)
+                continue
+            self._down = ""
+            log.info("the shared index can be reached again")
+            return
 
     def search(self, plan: Plan) -> SearchResult:
         return self._read(reads.search_result, plan, self._stats())
@@ -346,11 +401,43 @@ class PgIndex:
         return self._read(reads.state, self.machine, path, under)
 
     def stats(self) -> Stats:
-        return Stats(self._read(reads.counts, self.machine), self._read(_size_bytes))
+        return Stats(self._read(_counts, self.machine), self._read(_size_bytes))
+
+    def retire_machine(self, name: str) -> int:
+        """Remove machine ``name``'s rows and its registration, unless a daemon holds its
+        lease. On a connection of its own: the indexer's writer may be mid-batch."""
+        conn = connect(self._writer.dsn, role="write", timeout=self._writer.timeout)
+        with conn, conn.transaction():
+            row = conn.execute(
+                "SELECT holder IS NOT NULL AND expires > now(),"
+                " extract(epoch FROM now() - heartbeat)::float8"
+                " FROM kb_machines WHERE name = %s FOR UPDATE",
+                (name,),
+            ).fetchone()
+            if row and row[0]:
+                raise IndexRefused(
+                    f"machine {name!r} is live (its daemon's heartbeat came {row[1]:.0f} s"
+                    " ago): stop that daemon first"
+                )
+            (rows,) = conn.execute(
+                "SELECT count(*) FROM kb_files WHERE machine = %s", (name,)
+            ).fetchone() or (0,)
+            removed = conn.execute("DELETE FROM kb_files WHERE machine = %s", (name,)).rowcount
+            if removed < rows:  # row-level security left another role's rows
+                raise IndexRefused(
+                    f"machine {name!r} belongs to another PostgreSQL role: that role, or"
+                    " the schema's owner, retires it"
+                )
+            conn.execute("DELETE FROM kb_machines WHERE name = %s", (name,))
+        if row is None and not removed:
+            raise IndexRefused(f"the shared index has no machine {name!r}")
+        self._writes += 1
+        return removed
 
     def check(self) -> Checked:
         """The connection, the schema's version and its extensions."""
-        return self._read(_check)
+        with self._readers.connection() as conn:
+            return _check(conn)
 
     def candidates(
         self,
@@ -382,13 +469,21 @@ def _where(dsn: str) -> str:
     return f"{host}{port}/{info.get('dbname') or info.get('user') or ''}"
 
 
+def _counts(conn: Connection, machine: str) -> Counts:
+    states = {m.name: (m.state, m.heartbeat) for m in machines.listed(conn)}
+    return dataclasses.replace(reads.counts(conn, machine), machines=states)
+
+
 def _check(conn: Connection) -> Checked:
+    try:
+        schema.check(conn)  # the version in the database, as a fresh reader sees it
+    except schema.SchemaRefused as exc:
+        return Checked(str(exc), 0)
     found = {str(name) for (name,) in conn.execute("SELECT extname FROM pg_extension")}
     missing = [name for name in schema.EXTENSIONS if name not in found]
-    row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
     if not missing:
         return Checked("ok", _size_bytes(conn))
-    version = f"schema {row[0] if row else '?'}"
+    version = f"schema {schema.SCHEMA_VERSION}"
     return Checked(f"{version}; missing extension(s): {', '.join(missing)}", _size_bytes(conn))
 
 
@@ -396,6 +491,7 @@ def _size_bytes(conn: Connection) -> int:
     row = conn.execute(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
         " WHERE c.relname IN ('kb_files', 'kb_docs', 'kb_postings', 'kb_segments')"
-        " AND c.relkind = 'r'"
+        " AND c.relkind = 'r' AND c.relnamespace = %s::regnamespace",
+        (schema.NAMESPACE,),
     ).fetchone()
     return int(row[0]) if row else 0

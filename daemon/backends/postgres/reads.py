@@ -3,7 +3,7 @@
 Searches see every machine's documents; what is about files on this machine's disk
 (a file's state, grep's candidates, which ``rg`` reads) is limited to its own rows.
 Each function runs on a read-only connection whose statements the server cancels
-past ``connections.STATEMENT_TIMEOUT_MS``.
+past ``connections.READ_SECONDS``.
 """
 
 from __future__ import annotations

@@ -26,24 +26,40 @@ text also goes through ``kb_stemmable``, which marks words of one or two letters
 ``0`` so that the stemmer leaves them alone: SQLite's porter does not stem them, and
 PostgreSQL's made "as" and "a" one word ("as non" matched 228 files, SQLite 98).
 
+All of it lives in the schema ``kbindex`` (NAMESPACE), which only its owner may
+change: the owner creates and upgrades it with ``kbindexd db migrate`` (``migrate``),
+and daemons, whose roles need no CREATE anywhere, only ``check`` its version, at start
+and in every write batch. Daemons' sessions search ``kbindex`` alone (after
+``pg_catalog``, which PostgreSQL searches first), so nothing another role creates in
+``public`` is ever resolved by them; the SQL functions are SQL-standard bodies
+(``BEGIN ATOMIC``), whose names are bound once, when the owner creates them, and the one
+PL/pgSQL function pins its ``search_path``. (A reader's ``public.array_positions(text[],
+text)`` once ran inside a writer's inserts: an exact-typed function beats the polymorphic
+built-in wherever ``public`` is searched.)
+
 Migration N takes a database at version N-1 to N; all of them run in one transaction,
-under an advisory lock: daemons starting together do not race each other through the
-same steps. A user who may not create what the schema needs gets the reason, and the
-daemon stops (``IndexRefused``: a restart would not help).
+under an advisory lock. Versions 1-3 lived in ``public``: version 4 moves them into
+``kbindex``, binds the functions' names and adds ``kb_machines`` and the row-level
+security policies (inactive until the owner enables them: docs/postgres.md).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import psycopg
-from kbindex.daemon.backends.postgres.connections import Connection
+
+if TYPE_CHECKING:
+    from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
+NAMESPACE: Final = "kbindex"
+COMMAND: Final = "kbindexd db migrate --dsn URL"
+"""What the database's owner runs to create or upgrade the schema."""
 MIGRATION_LOCK: Final = 0x6B62696E  # "kbin": one advisory lock key for migrations
 EXACT: Final = "kb_exact"
 """Words as written, accents folded: prefix terms (``exact``)."""
@@ -224,62 +240,236 @@ $$;
 # its segment's head (h, its first OVERLAP_WORDS words) or core (c), and a head's words
 # also to the previous segment's tail (t): the output is the same, byte for byte.
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3}
 
+_SEGMENTS_BODY: Final = _V3[_V3.index("AS $$") + 5 : _V3.rindex("$$;")].strip()
 
-class NewerSchema(IndexRefused):
-    """The database was written by a newer kbindexd."""
+_V4: Final = rf"""
+CREATE OR REPLACE FUNCTION kb_plain(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT
+    PARALLEL SAFE
+BEGIN ATOMIC SELECT pg_catalog.regexp_replace($1, '[^[:alnum:]]+', ' ', 'g'); END;
+CREATE OR REPLACE FUNCTION kb_stemmable(text) RETURNS text LANGUAGE sql IMMUTABLE STRICT
+    PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT pg_catalog.regexp_replace({NAMESPACE}.kb_plain($1), '\m([[:alpha:]]{{1,2}})\M',
+                                     '\10', 'g');
+END;
+CREATE OR REPLACE FUNCTION kb_tf(text[]) RETURNS real LANGUAGE sql IMMUTABLE STRICT
+    PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT (3 * pg_catalog.cardinality(pg_catalog.array_positions($1, 'A'::text))
+            + 2 * pg_catalog.cardinality(pg_catalog.array_positions($1, 'B'::text))
+            + pg_catalog.cardinality(pg_catalog.array_positions($1, 'C'::text))
+            + 0.5 * pg_catalog.cardinality(pg_catalog.array_positions($1, 'D'::text)))::real;
+END;
+CREATE OR REPLACE FUNCTION kb_limited(tsvector) RETURNS boolean LANGUAGE sql IMMUTABLE STRICT
+    PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT EXISTS (SELECT 1 FROM pg_catalog.unnest($1) t
+                   WHERE pg_catalog.cardinality(t.positions) >= 255
+                      OR 16383 = ANY(t.positions));
+END;
+CREATE OR REPLACE FUNCTION kb_segments(regconfig, text)
+    RETURNS TABLE(seq integer, core tsvector, words tsvector)
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+BEGIN ATOMIC
+    {_SEGMENTS_BODY};
+END;
+ALTER FUNCTION kb_either(tsquery) SET search_path = pg_catalog, {NAMESPACE};
+CREATE TABLE kb_machines(
+    name text PRIMARY KEY,
+    owner name NOT NULL DEFAULT current_user,
+    holder text,
+    heartbeat timestamptz,
+    expires timestamptz
+);
+CREATE FUNCTION kb_mine(text) RETURNS boolean LANGUAGE sql STABLE STRICT PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT EXISTS (SELECT 1 FROM {NAMESPACE}.kb_machines m
+                   WHERE m.name = $1 AND m.owner = CURRENT_USER);
+END;
+CREATE FUNCTION kb_mine_file(bigint) RETURNS boolean LANGUAGE sql STABLE STRICT PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT EXISTS (SELECT 1 FROM {NAMESPACE}.kb_files f
+                   JOIN {NAMESPACE}.kb_machines m ON m.name = f.machine
+                   WHERE f.id = $1 AND m.owner = CURRENT_USER);
+END;
+CREATE POLICY kb_read ON kb_machines FOR SELECT USING (true);
+CREATE POLICY kb_own ON kb_machines USING (owner = CURRENT_USER)
+    WITH CHECK (owner = CURRENT_USER);
+CREATE POLICY kb_read ON kb_files FOR SELECT USING (true);
+CREATE POLICY kb_own ON kb_files USING (kb_mine(machine)) WITH CHECK (kb_mine(machine));
+CREATE POLICY kb_read ON kb_docs FOR SELECT USING (true);
+CREATE POLICY kb_own ON kb_docs USING (kb_mine_file(id)) WITH CHECK (kb_mine_file(id));
+CREATE POLICY kb_read ON kb_postings FOR SELECT USING (true);
+CREATE POLICY kb_own ON kb_postings USING (kb_mine_file(doc)) WITH CHECK (kb_mine_file(doc));
+CREATE POLICY kb_read ON kb_segments FOR SELECT USING (true);
+CREATE POLICY kb_own ON kb_segments USING (kb_mine_file(doc)) WITH CHECK (kb_mine_file(doc));
+"""
+# v4: the SQL functions' bodies are bound when created (BEGIN ATOMIC; still inlined),
+# built-ins named with their schema; kb_either (PL/pgSQL) pins its search_path.
+# kb_machines: each machine name's owner (the role that registered it), and the lease of
+# the daemon writing it (``holder`` until ``expires``, renewed by its heartbeat). The
+# policies tie a machine's rows to its owner's role; they act once the owner enables
+# row-level security on the tables (docs/postgres.md); the owner itself is not bound.
 
+TABLES: Final = ("kb_meta", "kb_files", "kb_docs", "kb_postings", "kb_segments")
+"""The tables of versions 1-3, which lived in ``public``."""
+_LEGACY_OBJECTS: Final = (
+    *(f"TABLE public.{name}" for name in TABLES),
+    *(
+        f"FUNCTION public.{f}"
+        for f in (
+            "kb_plain(text)",
+            "kb_stemmable(text)",
+            "kb_tf(text[])",
+            "kb_limited(tsvector)",
+            "kb_segments(regconfig, text)",
+            "kb_either(tsquery)",
+        )
+    ),
+    "TEXT SEARCH CONFIGURATION public.kb_words",
+    "TEXT SEARCH CONFIGURATION public.kb_exact",
+    "TEXT SEARCH DICTIONARY public.kb_porter",
+)
 
-def migrate(conn: Connection) -> None:
-    """Bring the database on ``conn`` to SCHEMA_VERSION, in one transaction."""
-    try:
-        _migrate(conn)
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise SchemaRefused(
-            f"this PostgreSQL user may not create the shared index's tables"
-            f" ({exc.diag.message_primary}); grant it CREATE on the database and its schema,"
-            " or start kbindexd once as the database's owner"
-        ) from None
-
-
-def _migrate(conn: Connection) -> None:
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        for name in EXTENSIONS:
-            _create_extension(conn, name)
-        conn.execute("CREATE TABLE IF NOT EXISTS kb_meta(key text PRIMARY KEY, value text)")
-        row = conn.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
-        version = int(str(row[0])) if row else 0
-        if version > SCHEMA_VERSION:
-            raise NewerSchema(
-                f"the shared index has schema version {version}, newer than this kbindexd"
-                f" ({SCHEMA_VERSION}); upgrade kbindex on this machine"
-            )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            log.info("migrating the shared index to schema version %d", target)
-            conn.execute(MIGRATIONS[target])
-            conn.execute(
-                "INSERT INTO kb_meta VALUES ('schema', %s)"
-                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (str(target),),
-            )
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 
 
 class SchemaRefused(IndexRefused):
-    """The database user may not create the tables."""
+    """The schema is missing, of another version, or this role may not use it."""
+
+
+class NewerSchema(SchemaRefused):
+    """The database was written by a newer kbindexd."""
 
 
 class ExtensionMissing(IndexRefused):
     """An extension the schema needs cannot be created."""
 
 
-def _create_extension(conn: Connection, name: str) -> None:
+def version(conn: Connection) -> tuple[int, str]:
+    """The schema's version and where it lives (NAMESPACE, ``public`` for versions 1-3,
+    or ``""``: none yet)."""
+    for where in (NAMESPACE, "public"):
+        found = conn.execute("SELECT to_regclass(%s)", (f"{where}.kb_meta",)).fetchone()
+        if found and found[0] is not None:
+            row = conn.execute(f"SELECT value FROM {where}.kb_meta WHERE key = 'schema'").fetchone()
+            return (int(str(row[0])) if row else 0), where
+    return 0, ""
+
+
+def check(conn: Connection) -> None:
+    """Raise SchemaRefused, with what to do in one line, unless the shared index's
+    schema is the one this kbindexd reads and writes (a daemon's check: it creates
+    nothing)."""
+    try:
+        found, where = version(conn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaRefused(
+            f"this PostgreSQL user may not read the shared index ({exc.diag.message_primary});"
+            " its owner grants the reader or writer role (docs/postgres.md)"
+        ) from None
+    if found > SCHEMA_VERSION:
+        raise NewerSchema(
+            f"the shared index has schema version {found}, newer than this kbindexd"
+            f" ({SCHEMA_VERSION}); upgrade kbindex on this machine"
+        )
+    if not where:
+        raise SchemaRefused(f"the shared index has no schema yet: its owner runs `{COMMAND}` once")
+    if found != SCHEMA_VERSION or where != NAMESPACE:
+        raise SchemaRefused(
+            f"the shared index has schema version {found}, this kbindexd needs"
+            f" {SCHEMA_VERSION}: its owner runs `{COMMAND}`"
+        )
+
+
+def migrate(conn: Connection) -> tuple[int, int]:
+    """Create or upgrade the shared index's schema to SCHEMA_VERSION, in one
+    transaction: ``kbindexd db migrate``, as the role that is to own it. Returns the
+    versions before and after."""
+    try:
+        return _migrate(conn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SchemaRefused(
+            f"this PostgreSQL user may not create the shared index's schema"
+            f" ({exc.diag.message_primary}); run this as the database's owner, or grant"
+            " this role CREATE on the database"
+        ) from None
+
+
+def _migrate(conn: Connection) -> tuple[int, int]:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {NAMESPACE}")
+        places = {_create_extension(conn, name) for name in EXTENSIONS}
+        before, where = version(conn)
+        was = before if where else 0
+        if before > SCHEMA_VERSION:
+            raise NewerSchema(
+                f"the shared index has schema version {before}, newer than this kbindexd"
+                f" ({SCHEMA_VERSION}); upgrade kbindex on this machine"
+            )
+        others = sorted(places - {NAMESPACE, "public"})
+        # Objects are created in the first schema listed; pg_catalog, unlisted, is
+        # searched before all of them.
+        path = ", ".join([NAMESPACE, *others])
+        if where == "public":
+            conn.execute(f"SET LOCAL search_path = {', '.join(['public', *others])}")
+            for target in range(before + 1, 4):
+                log.info("migrating the shared index to schema version %d", target)
+                _step(conn, target, "public")
+            for thing in _LEGACY_OBJECTS:
+                conn.execute(f"ALTER {thing} SET SCHEMA {NAMESPACE}")
+            before = max(before, 3)
+        conn.execute(f"SET LOCAL search_path = {path}")
+        conn.execute("CREATE TABLE IF NOT EXISTS kb_meta(key text PRIMARY KEY, value text)")
+        for target in range(before + 1, SCHEMA_VERSION + 1):
+            log.info("migrating the shared index to schema version %d", target)
+            _step(conn, target, NAMESPACE)
+        _warn_older(conn)
+    return was, SCHEMA_VERSION
+
+
+def _warn_older(conn: Connection) -> None:
+    """Leave the version in ``public.kb_meta``, where a kbindexd of before schema 4 looks:
+    it then stops with "newer than this kbindexd; upgrade", rather than make tables of its
+    own in ``public`` (and index into them) where its role may create. Where the owner
+    may not create in ``public``, such a kbindexd cannot either."""
+    try:
+        with conn.transaction():
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS public.kb_meta(key text PRIMARY KEY, value text)"
+            )
+            conn.execute(
+                "INSERT INTO public.kb_meta VALUES ('schema', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
+            conn.execute("GRANT SELECT ON public.kb_meta TO PUBLIC")
+    except psycopg.errors.InsufficientPrivilege:
+        pass
+
+
+def _step(conn: Connection, target: int, where: str) -> None:
+    conn.execute(MIGRATIONS[target])
+    conn.execute(
+        f"INSERT INTO {where}.kb_meta VALUES ('schema', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(target),),
+    )
+
+
+def _create_extension(conn: Connection, name: str) -> str:
+    """Create the extension (in NAMESPACE) unless it exists; the schema it is in."""
     try:
         with conn.transaction():  # a savepoint: the migration goes on or stops cleanly
-            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA {NAMESPACE}")
     except psycopg.Error as exc:
         raise ExtensionMissing(
             f"the shared index needs PostgreSQL's {name} extension ({exc.diag.message_primary});"
             f" install the server's contrib package or ask its owner to CREATE EXTENSION {name}"
         ) from None
+    row = conn.execute(
+        "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = %s", (name,)
+    ).fetchone()
+    return str(row[0]) if row else NAMESPACE

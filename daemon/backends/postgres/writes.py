@@ -44,9 +44,7 @@ INSERT_DOCS: Final = f"""
         SELECT u.id, u.name, u.title, u.body, u.subwords, u.cjk, {_WORDS} AS words,
                to_tsvector('{schema.EXACT}', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
                array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
-        FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                    %s::text[], %s::text[])
-             AS u(id, name, title, body, subwords, cjk, exact, grams)
+        FROM pg_temp.kb_batch u
     ), l AS MATERIALIZED (
         SELECT u.*, kb_limited(u.words) AS limited FROM u
     ), s AS MATERIALIZED (
@@ -81,14 +79,31 @@ length are counted from them in full: from ``words`` they were capped, and bm25 
 such long documents above where SQLite does."""
 
 
+STAGE: Final = """
+    CREATE TEMP TABLE IF NOT EXISTS kb_batch(
+        id bigint, name text, title text, body text, subwords text, cjk text, exact text,
+        grams text
+    ) ON COMMIT DELETE ROWS
+"""
+"""Where a chunk's documents wait for INSERT_DOCS: one per session, emptied after each
+chunk. They are sent with COPY, not as a statement's parameters: a server logging slow
+statements (``log_min_duration_statement``) logs their parameters in full, which were
+the documents' text. (A temporary table needs only the ``TEMPORARY`` right on the
+database, which every role has unless the owner revoked it.)"""
+
+
 def insert(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
-    """Write these documents (their ids have files rows, and no documents rows)."""
+    """Write these documents (their ids have files rows, and no documents rows), in
+    the transaction open on ``conn``."""
 
     def clean(text: str) -> str:
         return text.replace("\x00", " ")  # PostgreSQL text cannot hold NUL
 
-    ids = [file_id for file_id, _ in chunk]
-    columns = [[clean(doc.row[i]) for _, doc in chunk] for i in range(5)]
-    exact = [clean(doc.exact) for _, doc in chunk]
-    grams = [doc.grams for _, doc in chunk]
-    conn.execute(INSERT_DOCS, (ids, *columns, exact, grams))
+    conn.execute(STAGE)
+    with conn.cursor().copy("COPY pg_temp.kb_batch FROM STDIN") as copy:
+        for file_id, doc in chunk:
+            copy.write_row(
+                (file_id, *(clean(doc.row[i]) for i in range(5)), clean(doc.exact), doc.grams)
+            )
+    conn.execute(INSERT_DOCS)
+    conn.execute("TRUNCATE pg_temp.kb_batch")

@@ -16,7 +16,7 @@ from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes
-from kbindex.daemon.index.interface import Failure
+from kbindex.daemon.index.interface import Failure, IndexRefused
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
@@ -123,3 +123,6 @@ class SqliteIndex(Store):
         # held through file I/O.
         within = self.roots.inside
         return [Record(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
+
+    def retire_machine(self, name: str) -> int:
+        raise IndexRefused("machines are retired from a shared index (backend postgres) only")
