@@ -152,8 +152,9 @@ def test_ci_runs_the_test_command_the_readme_gives() -> None:
 
 
 def test_every_benchmark_section_the_code_cites_exists() -> None:
-    """A comment that says why points at its figures by section title; a renamed or
-    dropped section would leave it pointing at nothing."""
+    """A comment that points at figures does so by section title (the figures themselves
+    live in bench/README.md, never in code); a renamed or dropped section would leave it
+    pointing at nothing."""
     headings = set(re.findall(r"^#+ (.+)$", (TOP / "bench" / "README.md").read_text("utf-8"), re.M))
     cited: list[tuple[str, str]] = []
     for package in ("daemon", "proto", "ctl", "mcpfront"):
@@ -161,7 +162,6 @@ def test_every_benchmark_section_the_code_cites_exists() -> None:
             text = " ".join(re.sub(r"\n\s*#\s*", " ", source.read_text("utf-8")).split())
             for title in re.findall(r'bench/README\.md`{0,2}, "([^"]+)"', text):
                 cited.append((str(source.relative_to(TOP)), title))
-    assert len(cited) >= 15, cited
     for where, title in cited:
         assert title in headings, f'{where} cites bench/README.md, "{title}": no such section'
 
