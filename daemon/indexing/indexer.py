@@ -112,7 +112,12 @@ class Indexer:
 
     async def _commit(self, fn: Callable[..., T], *args: object) -> T:
         """A write that commits (or raises having committed nothing), announced."""
-        result = await self._write(fn, *args)
+        return await self._write(self._announced, fn, *args)
+
+    def _announced(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn`` in the writer thread, announced as soon as it returns: a search may see
+        its rows at once, and status's counts must follow them as soon."""
+        result = fn(*args)
         self.commits.committed()
         return result
 
@@ -138,8 +143,9 @@ class Indexer:
     async def rebuild(self, reason: str) -> None:
         """Start a damaged index afresh (the next refresh of every root fills it)."""
         async with self._job:
-            await anyio.to_thread.run_sync(self.index.rebuild, reason, limiter=self._writer)
-            self.commits.committed()
+            await anyio.to_thread.run_sync(
+                self._announced, self.index.rebuild, reason, limiter=self._writer
+            )
 
     async def refresh(
         self,
@@ -258,7 +264,7 @@ class Indexer:
                 )
                 read = len(updates)
                 # Files deleted since the walk: the index drops the rows it has of them.
-                await self._commit(self._apply, updates, vanished)
+                await self._write(self._apply, updates, vanished)
                 self.health.record(Counted(read=read))
                 done += count
                 progress = Progress("indexing", done, total, progress.started_at)
@@ -272,7 +278,7 @@ class Indexer:
     def _apply(self, updates: list[Update], vanished: list[str]) -> None:
         """Write a batch, then drop it (the lists are emptied: its texts and columns
         are freed here, not when the next batch arrives) and trim the heap."""
-        self.index.apply(updates, vanished)
+        self._announced(self.index.apply, updates, vanished)
         updates.clear()
         vanished.clear()
         heap.trim()
