@@ -37,6 +37,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, IndexRefused
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.semantic import meaning as semantic
@@ -192,7 +193,8 @@ def _index(settings: Settings, roots: Roots) -> Index:
                 f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
             ) from None
         return PgIndex(settings.dsn, settings.machine)
-    return SqliteIndex(settings.db_path, roots)
+    kinds = Classifier({str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds})
+    return SqliteIndex(settings.db_path, roots, kinds)
 
 
 def _meaning(control: Control, index: Index, health: Health) -> semantic.Meaning:

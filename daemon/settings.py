@@ -22,6 +22,7 @@ from typing import Any, Final
 import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
+from kbindex.daemon.indexing.kinds import BadKinds, Kinds
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
 ALL_TEXT = "*"
@@ -38,7 +39,9 @@ SEMANTIC_MODES = ("auto", "off")
 BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
-ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable", "semantic"})
+ROOT_KEYS = frozenset(
+    {"include", "exclude", "watch", "writable", "semantic", "name", "description", "kinds"}
+)
 
 
 class SettingsError(Exception):
@@ -60,6 +63,12 @@ class RootOptions:
     """Whether clients may create, edit, move and delete notes here (``serving.notes``)."""
     semantic: str | None = None
     """``auto`` or ``off``; None: the global ``semantic`` setting."""
+    name: str = ""
+    """The root's name as a scope of queries ("": its folder's name)."""
+    description: str = ""
+    """What the root holds, returned with its hits."""
+    kinds: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Kind rules put before the defaults (``indexing.kinds``): kind, patterns."""
 
 
 @dataclass(frozen=True)
@@ -537,9 +546,37 @@ def _root_options(
                 watch=_one_of(WATCH_MODES, table.get("watch"), f"{where} watch"),
                 writable=_flag(table.get("writable", False), f"{where} writable"),
                 semantic=_one_of(SEMANTIC_MODES, table.get("semantic"), f"{where} semantic"),
+                name=_label(table.get("name"), f"{where} name"),
+                description=_label(table.get("description"), f"{where} description"),
+                kinds=_kinds(table.get("kinds"), f"{where} kinds"),
             )
         )
+    names = [o.name for o in options if o.name]
+    if len(names) != len(set(names)):
+        raise SettingsError(f"two roots have the same name: {', '.join(sorted(names))}")
     return tuple(options)
+
+
+def _label(raw: Any, key: str) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or len(raw) > 1000:
+        raise SettingsError(f"{key} must be text (at most 1000 characters)")
+    return raw.strip()
+
+
+def _kinds(raw: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A root's ``kinds`` table: kind = [patterns], checked by ``kinds.Kinds``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SettingsError(f'{key} must be a table like {{ generated = ["out/**"] }}')
+    rules = tuple((str(kind), _globs(patterns, f"{key}.{kind}")) for kind, patterns in raw.items())
+    try:
+        Kinds(dict(rules))
+    except BadKinds as exc:
+        raise SettingsError(f"{key}: {exc}") from None
+    return rules
 
 
 def _flag(raw: Any, key: str) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol
 
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.scanner import Seen, Stamp
 from kbindex.daemon.indexing.textfile import Loaded, Skipped
@@ -219,14 +220,27 @@ class Index(Protocol):
 
     # ---------------------------------------------------------------- reads
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult: ...
+    # ``filters`` (issue 41) restrict every read inside its query, before its limit.
+    def search(
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
+    ) -> SearchResult: ...
     def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
     ) -> tuple[list[tuple[int, float]], int, str]:
         """``search`` as (document id, score) pairs, the total and the mode."""
         ...
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]: ...
+    def find_files(
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS
+    ) -> tuple[list[File], int]: ...
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         """(skip_reason, skip_detail) of a known file, None when the index has no row."""
         ...
@@ -246,6 +260,7 @@ class Index(Protocol):
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: phrases.Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> Candidates:
         """The files that may hold a match of a grep (see ``candidates.find``)."""
         ...
@@ -254,8 +269,8 @@ class Index(Protocol):
         """These documents' text, for those still indexed (in no particular order)."""
         ...
 
-    def allowed(self, path_filter: str) -> list[int]:
-        """The ids of the indexed files a path filter keeps, ascending."""
+    def allowed(self, path_filter: str | None, filters: Filters = NO_FILTERS) -> list[int]:
+        """The ids of the indexed files a path filter and ``filters`` keep, ascending."""
         ...
 
     def embeddable(self) -> list[Embeddable]: ...

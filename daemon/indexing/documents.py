@@ -24,7 +24,7 @@ from typing import Final, NamedTuple, TypeVar
 
 import msgspec
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.indexing import grams, tokens
+from kbindex.daemon.indexing import grams, structure, tokens
 from kbindex.daemon.indexing.textfile import Loaded
 
 COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
@@ -77,6 +77,7 @@ class Document:
     row: Row
     exact: str
     grams: str
+    structure: structure.Structure
 
 
 def entry(rowid: int, doc: Document) -> Entry:
@@ -85,12 +86,14 @@ def entry(rowid: int, doc: Document) -> Entry:
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
-    """``loaded`` (the file at ``relpath`` in its root) with its column values."""
+    """``loaded`` (the file at ``relpath`` in its root) with its column values and
+    structure."""
     row, exact = row_and_words(relpath, loaded.title, loaded.text)
     trigrams = grams.of_text(row[2], loaded.encoding)
     if "\x00" in loaded.text:
         trigrams += f"{grams.NUL_MARK} "
-    return Document(loaded, row, exact, trigrams)
+    found = structure.of(relpath, loaded.text)
+    return Document(loaded, row, exact, trigrams, found)
 
 
 def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:

@@ -138,3 +138,14 @@ class Kinds:
             if spec.match_file(relpath):
                 return kind
         return default_kind(relpath)
+
+
+class Classifier:
+    """The kind rules of every root (``Kinds`` per root path, the defaults elsewhere)."""
+
+    def __init__(self, rules: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> None:
+        self._defaults = Kinds()
+        self._roots = {root: Kinds(overrides) for root, overrides in (rules or {}).items()}
+
+    def of(self, root: str, relpath: str) -> str:
+        return self._roots.get(root, self._defaults).of(relpath)

@@ -3,5 +3,6 @@
 ``query`` turns what was typed into a typed expression, the backend ranks it,
 ``passages`` finds each hit's line and snippet (the words marked where they match, by
 ``stems``, the index's own stemmer), ``hybrid`` fuses words and meaning;
-``explanation`` says why a path is or is not indexed.
+``explanation`` says why a path is or is not indexed; ``filters`` reads the filters on
+what files hold (kind, tag, field, dates, scope) into ``index.plan.Filters``.
 """

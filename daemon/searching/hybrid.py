@@ -32,6 +32,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from kbindex.daemon.index.interface import Hit, Index, SearchResult
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import Compiled
 from kbindex.daemon.semantic.matrix import Passage, Ranking
@@ -62,15 +63,16 @@ def search(
     nearest: Nearest,
     *,
     words: bool,
+    filters: Filters = NO_FILTERS,
 ) -> SearchResult:
     """Hybrid (``words``) or semantic search, on a reader thread."""
-    allowed = _allowed(index, path_filter)
+    allowed = _allowed(index, path_filter, filters)
     wanted = max(limit, CANDIDATES)
     if not words:
         ranking = nearest(wanted, allowed, (), FLOOR)
         found = [_Candidate(p.file_id, p.score, False, p) for p in ranking.nearest[:limit]]
         return SearchResult(_hits(index, found, compiled.terms), ranking.above, "semantic")
-    ranked, total, _ = index.rank(compiled, wanted, path_filter)
+    ranked, total, _ = index.rank(compiled, wanted, path_filter, filters)
     ranking = nearest(wanted, allowed, [i for i, _ in ranked], FLOOR)
     by_meaning = {p.file_id: p for p in ranking.nearest} | ranking.named
     similarity = {i: p.score for i, p in by_meaning.items()}
@@ -105,12 +107,15 @@ def fuse(
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _allowed(index: Index, path_filter: str | None) -> npt.NDArray[np.int64] | None:
-    """The ids of the indexed files a path filter keeps (None: no filter). Applied
-    before the vector ranking is cut, never after (that would return false empties)."""
-    if not path_filter:
+def _allowed(
+    index: Index, path_filter: str | None, filters: Filters
+) -> npt.NDArray[np.int64] | None:
+    """The ids of the indexed files a path filter and ``filters`` keep (None: no filter).
+    Applied before the vector ranking is cut, never after (that would return false
+    empties)."""
+    if not path_filter and not filters:
         return None
-    return np.array(index.allowed(path_filter), dtype=np.int64)
+    return np.array(index.allowed(path_filter, filters), dtype=np.int64)
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:

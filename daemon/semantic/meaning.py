@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Final
 
 from kbindex.daemon.index.interface import Index, SearchResult
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import MODES, BadQuery, Compiled
 from kbindex.daemon.semantic.embedder import Embedder
@@ -74,6 +75,7 @@ class Meaning:
         limit: int,
         path_filter: str | None,
         mode: str,
+        filters: Filters = NO_FILTERS,
     ) -> tuple[SearchResult, list[str]]:
         """A ``hybrid`` or ``semantic`` search (``plan`` said so), on a reader thread,
         and its notes: how many files are not embedded yet (found by words only)."""
@@ -88,6 +90,7 @@ class Meaning:
             path_filter,
             lambda k, allowed, named, floor: matrix.search(query, k, allowed, named, floor),
             words=mode == "hybrid",
+            filters=filters,
         )
         waiting = self.embedder.waiting()
         notes = [f"{waiting:,} file(s) not embedded yet: found by words only"] if waiting else []

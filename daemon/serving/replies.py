@@ -97,7 +97,7 @@ def file_info(f: index.File) -> FileInfo:
     )
 
 
-def hit(h: index.Hit) -> Hit:
+def hit(h: index.Hit, context: str = "") -> Hit:
     return Hit(
         path=h.path,
         root=h.root,
@@ -109,6 +109,7 @@ def hit(h: index.Hit) -> Hit:
         last_modified=h.mtime_ns / 1e9,
         title=h.title,
         machine=h.machine,
+        context=context,
     )
 
 

@@ -25,6 +25,7 @@ from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Counts, File, Index, NotIndexed, SearchResult
+from kbindex.daemon.index.plan import Filters
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
@@ -41,6 +42,7 @@ from kbindex.daemon.serving.failures import (
     InvalidArgument,
     VersionMismatch,
 )
+from kbindex.daemon.serving.filtering import Filtering
 from kbindex.daemon.serving.scopes import Scopes
 from kbindex.daemon.settings import Settings
 from kbindex.daemon.watching.changes import Changes
@@ -127,6 +129,7 @@ class Service:
         self.index = index
         self.roots = roots
         self.scopes = Scopes(roots, self._names_a_file)
+        self.filtering = Filtering(roots, lambda: self.control.settings, self._passes)
         self.indexer = indexer
         self.health = health
         self.background = background
@@ -296,20 +299,31 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         compiled = compile_query(request.query, "auto" if mode in BY_MEANING else mode)
+        filters = self.filtering.of(request)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
             if mode in BY_MEANING:
                 return await self._read(
-                    self.meaning.search, self.index, compiled, request.query, limit, path, mode
+                    self.meaning.search,
+                    self.index,
+                    compiled,
+                    request.query,
+                    limit,
+                    path,
+                    mode,
+                    filters,
                 )
-            return await self._read(self.index.search, compiled, limit, path), []
+            return await self._read(self.index.search, compiled, limit, path, filters), []
 
         (result, waiting), scoped = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)
         )
         notes += waiting
+        if not result.hits:
+            notes += await self.filtering.unmatched(filters)
+        context = self.filtering.descriptions()
         return SearchReply(
-            hits=[replies.hit(h) for h in result.hits],
+            hits=[replies.hit(h, context.get(h.root, "")) for h in result.hits],
             total_hits=result.total,
             truncated=result.total > len(result.hits),
             mode=result.mode,
@@ -336,11 +350,16 @@ class Service:
         async def run(path: str | None) -> grep.Outcome:
             changes, rules = self.changes, self.indexer.rules
             pending, new = await anyio.to_thread.run_sync(candidates.pending, changes, rules)
-            found = await self._read(self.index.grep_candidates, query, path, pending, new, words)
+            found = await self._read(
+                self.index.grep_candidates, query, path, pending, new, words, filters
+            )
             walk = sweep.walks([str(r) for r in self.roots.paths], path)
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
+        filters = self.filtering.of(request)
         outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
+        if not outcome.total:
+            scoped += await self.filtering.unmatched(filters)
         return replies.grep_reply(outcome, replies.freshness(self.health), scoped)
 
     async def _refresh_in_background(self, scope: list[Located] | None, full: bool) -> None:
@@ -440,11 +459,14 @@ class Service:
 
     async def find_files(self, request: FindFiles) -> FindFilesReply:
         limit = _limit(request.limit, maximum=1000)
+        filters = self.filtering.of(request)
 
         async def run(glob: str | None) -> tuple[list[File], int]:
-            return await self._read(self.index.find_files, glob or "*", limit)
+            return await self._read(self.index.find_files, glob or "*", limit, filters)
 
         (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
+        if not total:
+            scoped += await self.filtering.unmatched(filters)
         return FindFilesReply(
             files=[replies.file_info(f) for f in files],
             total=total,
@@ -455,6 +477,10 @@ class Service:
     async def _names_a_file(self, path_filter: str) -> bool:
         """Whether the index holds a file within ``path_filter`` (``scopes``)."""
         return (await self._read(self.index.find_files, path_filter, 1))[1] > 0
+
+    async def _passes(self, filters: Filters) -> bool:
+        """Whether an indexed file passes ``filters`` (``filtering``)."""
+        return (await self._read(self.index.find_files, "*", 1, filters))[1] > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)

@@ -40,9 +40,11 @@ from kbindex.daemon.index.interface import (
     Update,
     recorded,
 )
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.scanner import Stamp
 from kbindex.daemon.indexing.textfile import Loaded, SkipReason
+from kbindex.daemon.searching.query import BadQuery
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
@@ -320,12 +322,24 @@ class PgIndex:
         with self._readers.connection() as conn:
             return fn(conn, *args)
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
+    def search(
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
+    ) -> SearchResult:
+        _unfiltered(filters)
         return self._read(reads.search_result, compiled, limit, path_filter, self._stats())
 
     def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
     ) -> tuple[list[tuple[int, float]], int, str]:
+        _unfiltered(filters)
         corpus = self._stats()
         rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True, corpus)
         return [(int(i), float(score)) for i, score in rows], total, mode
@@ -339,7 +353,10 @@ class PgIndex:
             counted = self._counted = (writes, self._read(reads.stats))
         return counted[1]
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+    def find_files(
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS
+    ) -> tuple[list[File], int]:
+        _unfiltered(filters)
         return self._read(reads.find_files, glob, limit)
 
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
@@ -368,17 +385,27 @@ class PgIndex:
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: phrases.Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> Candidates:
+        _unfiltered(filters)
         return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:
         return self._read(reads.stored, ids) if ids else []
 
-    def allowed(self, path_filter: str) -> list[int]:
+    def allowed(self, path_filter: str | None, filters: Filters = NO_FILTERS) -> list[int]:
+        _unfiltered(filters)
         return self._read(reads.allowed, path_filter)
 
     def embeddable(self) -> list[Embeddable]:
         return self._read(reads.embeddable)
+
+
+def _unfiltered(filters: Filters) -> None:
+    if filters:
+        raise BadQuery(
+            "kind, tag, field, date and scope filters work on the SQLite index only, for now"
+        )
 
 
 def _stored(title: str, body: str, encoding: str | None) -> Loaded:

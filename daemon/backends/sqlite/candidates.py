@@ -19,8 +19,14 @@ from typing import Final
 
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.backends.sqlite.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.backends.sqlite.searcher import (
+    QUERY_DEADLINE_SECONDS,
+    Deadline,
+    files_condition,
+    path_condition,
+)
 from kbindex.daemon.grep import phrases, trigrams
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing.documents import GRAMS, STEMMED, as_json
 from kbindex.daemon.indexing.grams import NUL_MARK
 from kbindex.daemon.indexing.ignore import IgnoreRules
@@ -96,13 +102,16 @@ def find(
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
     words: phrases.Words | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> Candidates:
     """The indexed files that may hold a match (in the reader thread): those the
     trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
     changed file, directory or root whose text may differ from the index), and ``new``
     files (path, relpath) not indexed yet; all within ``path_filter``. When every
-    indexed file is one, also those a walk's counts may leave out (``uncounted``)."""
-    cond, path_params = path_condition(path_filter)
+    indexed file is one, also those a walk's counts may leave out (``uncounted``).
+    ``filters`` keep the indexed files they admit as the index holds them; files not
+    indexed yet are left out, since what they hold besides their text is not known."""
+    cond, path_params = files_condition(path_filter, filters)
     narrowed = len(pending) <= PENDING_PATHS
     match = trigrams.match_expression(query) if narrowed else None
     words = words if narrowed else None
@@ -139,10 +148,11 @@ def find(
             if match is None and words is None:
                 uncounted += [p for (p,) in conn.execute(_WAITING + indexed, path_params)]
             uncounted += [p for p, _ in changed]
+        new_cond, new_params = path_condition(path_filter)
         fresh = conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
-            f" FROM json_each(?)) f WHERE {cond}",
-            [as_json(new), *path_params],
+            f" FROM json_each(?)) f WHERE {new_cond}",
+            [as_json([] if filters else new), *new_params],
         ).fetchall()
         rows += fresh
     except sqlite.OperationalError as exc:

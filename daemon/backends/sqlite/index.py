@@ -24,6 +24,7 @@ from kbindex.daemon.index.interface import (
     SearchResult,
     Stored,
 )
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.indexing.textfile import current_text
 
@@ -48,20 +49,32 @@ class SqliteIndex(Store):
     def describe(self) -> Described:
         return Described("sqlite", f"SQLite {sqlite.sqlite_version} at {self.db_path}")
 
-    def search(self, compiled: Compiled, limit: int, path_filter: str | None) -> SearchResult:
+    def search(
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
+    ) -> SearchResult:
         with self.reader() as conn:
-            found = searcher.find(conn, compiled, limit, path_filter)
+            found = searcher.find(conn, compiled, limit, path_filter, filters=filters)
         return searcher.shown(found, compiled, self.roots.inside)
 
     def rank(
-        self, compiled: Compiled, limit: int, path_filter: str | None
+        self,
+        compiled: Compiled,
+        limit: int,
+        path_filter: str | None,
+        filters: Filters = NO_FILTERS,
     ) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, compiled, limit, path_filter)
+            return searcher.rank(conn, compiled, limit, path_filter, filters)
 
-    def find_files(self, glob: str, limit: int) -> tuple[list[File], int]:
+    def find_files(
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS
+    ) -> tuple[list[File], int]:
         with self.reader() as conn:
-            return searcher.find_files(conn, glob, limit)
+            return searcher.find_files(conn, glob, limit, filters)
 
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         with self.reader() as conn:
@@ -93,9 +106,10 @@ class SqliteIndex(Store):
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: phrases.Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> candidates.Candidates:
         with self.reader() as conn:
-            return candidates.find(conn, query, path_filter, pending, new, words)
+            return candidates.find(conn, query, path_filter, pending, new, words, filters)
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:
         if not ids:
@@ -111,8 +125,8 @@ class SqliteIndex(Store):
         within = self.roots.inside
         return [Stored(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
 
-    def allowed(self, path_filter: str) -> list[int]:
-        cond, params = searcher.path_condition(path_filter)
+    def allowed(self, path_filter: str | None, filters: Filters = NO_FILTERS) -> list[int]:
+        cond, params = searcher.files_condition(path_filter, filters)
         with self.reader() as conn:
             rows = conn.execute(
                 f"SELECT f.id FROM files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",

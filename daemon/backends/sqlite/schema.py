@@ -30,7 +30,7 @@ from kbindex.daemon.backends.sqlite.engine import sqlite
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 TOKENIZER: Final = "porter unicode61 remove_diacritics 2"
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
@@ -204,6 +204,36 @@ UPDATE files SET mtime_ns = -1 WHERE skip_reason IS NULL AND size > 8192;
 # the 8 KiB that text detection samples can hold one: those are read again at the next
 # scan (-1 is ``textfile.RETRY_MTIME_NS``), and grep names them until then (``sweep``).
 
+_V10: Final = """
+ALTER TABLE files ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+CREATE TABLE fields(
+    file INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    number REAL
+);
+CREATE INDEX fields_value ON fields(source, key, value, file);
+CREATE INDEX fields_number ON fields(source, key, number, file);
+CREATE INDEX fields_file ON fields(file);
+CREATE TABLE links(
+    file INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    wiki INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    line INTEGER NOT NULL
+);
+CREATE INDEX links_file ON links(file);
+CREATE INDEX links_target ON links(target);
+UPDATE files SET mtime_ns = -1, kind = '';
+"""
+# v10 keeps what a file holds besides its words (issue 41): its kind (from its path,
+# ``indexing.kinds``), ``fields`` (``source`` 'meta': a front matter key and value;
+# 'tag': a tag, key ''; 'date': a front matter date, ``number`` its POSIX seconds) and
+# ``links`` (``target`` relative to the root, or a wikilink's name with ``wiki``). Rows
+# are keyed by the files row's id and written with its document. Every file is read
+# again at the next scan (-1 is ``textfile.RETRY_MTIME_NS``) to fill them.
+
 MIGRATIONS: Final[dict[int, str]] = {
     1: _V1,
     2: _V2,
@@ -214,6 +244,7 @@ MIGRATIONS: Final[dict[int, str]] = {
     7: _V7,
     8: _V8,
     9: _V9,
+    10: _V10,
 }
 
 

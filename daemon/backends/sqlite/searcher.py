@@ -15,7 +15,9 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.filters import condition
 from kbindex.daemon.index.interface import Counts, File, Hit, SearchResult
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.indexing.textfile import Within, current_text
 from kbindex.daemon.searching import passages
@@ -53,6 +55,17 @@ def path_filter(raw_filter: str | None) -> PathFilter | None:
     return PathFilter(absolute, stem=stem) if stem else None
 
 
+def files_condition(
+    raw_filter: str | None, filters: Filters, prefix: str = "f"
+) -> tuple[str, list[object]]:
+    """``path_condition`` and the ``filters`` in one condition."""
+    cond, params = path_condition(raw_filter, prefix)
+    if not filters:
+        return cond, params
+    more, more_params = condition(filters, prefix)
+    return f"{cond} AND {more}", [*params, *more_params]
+
+
 def path_condition(raw_filter: str | None, prefix: str = "f") -> tuple[str, list[object]]:
     """SQL condition for a path filter (``path_filter``) on the files table ``prefix``."""
     parsed = path_filter(raw_filter)
@@ -83,10 +96,12 @@ def search(
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
     within: Within = lambda _path: False,
+    filters: Filters = NO_FILTERS,
 ) -> SearchResult:
     """``find`` and ``shown`` in one; the snippets come from the files ``within``
     admits (none by default)."""
-    return shown(find(conn, compiled, limit, path_filter, weights), compiled, within)
+    found = find(conn, compiled, limit, path_filter, weights, filters)
+    return shown(found, compiled, within)
 
 
 Found = tuple[list[Any], int, str]
@@ -99,10 +114,12 @@ def find(
     limit: int,
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
+    filters: Filters = NO_FILTERS,
 ) -> Found:
     """``search`` up to its snippets, which ``shown`` reads from the files: a caller
     with a pooled connection gives it back in between."""
-    return _in_transaction(conn, compiled, _Query(limit, path_filter, compiled.terms, weights))
+    query = _Query(limit, path_filter, compiled.terms, weights, filters=filters)
+    return _in_transaction(conn, compiled, query)
 
 
 def shown(found: Found, compiled: Compiled, within: Within) -> SearchResult:
@@ -114,12 +131,16 @@ def shown(found: Found, compiled: Compiled, within: Within) -> SearchResult:
 
 
 def rank(
-    conn: sqlite.Connection, compiled: Compiled, limit: int, path_filter: str | None
+    conn: sqlite.Connection,
+    compiled: Compiled,
+    limit: int,
+    path_filter: str | None,
+    filters: Filters = NO_FILTERS,
 ) -> tuple[list[tuple[int, float]], int, str]:
     """The best ``limit`` documents' ids with their bm25 score (higher is better), how
     many match, and the mode that found them: ``search`` without the hits' text, for
     fusing with another ranking (``hybrid``)."""
-    query = _Query(limit, path_filter, compiled.terms, BM25_WEIGHTS, ids_only=True)
+    query = _Query(limit, path_filter, compiled.terms, BM25_WEIGHTS, ids_only=True, filters=filters)
     rows, total, mode = _in_transaction(conn, compiled, query)
     return [(int(i), -float(score)) for i, score in rows], total, mode
 
@@ -174,6 +195,7 @@ class _Query:
     weights: tuple[float, ...]
     ids_only: bool = False
     """Rows of (rowid, bm25) only: no files row, no text."""
+    filters: Filters = NO_FILTERS
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -210,7 +232,7 @@ class _Query:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
         ``split``: the documents of its essential items ranked first (``essential``)."""
-        cond, params = path_condition(self.path_filter)
+        cond, params = files_condition(self.path_filter, self.filters)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
             # The files row is joined only for a path filter: every document has one,
@@ -323,8 +345,10 @@ def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
-def find_files(conn: sqlite.Connection, glob: str, limit: int) -> tuple[list[File], int]:
-    cond, params = path_condition(glob or "*")
+def find_files(
+    conn: sqlite.Connection, glob: str, limit: int, filters: Filters = NO_FILTERS
+) -> tuple[list[File], int]:
+    cond, params = files_condition(glob or "*", filters)
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
     try:
