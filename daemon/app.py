@@ -184,6 +184,7 @@ async def _serve(
 def _index(settings: Settings, roots: Roots) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
     of them (it keeps no text), from ``roots`` only."""
+    kinds = Classifier({str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds})
     if settings.backend == "postgres":
         # Imported here: psycopg is an optional extra (kbindex[postgres]).
         try:
@@ -192,8 +193,7 @@ def _index(settings: Settings, roots: Roots) -> Index:
             raise BackendMissing(
                 f"backend postgres needs kbindex[postgres] installed ({exc.name} is missing)"
             ) from None
-        return PgIndex(settings.dsn, settings.machine)
-    kinds = Classifier({str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds})
+        return PgIndex(settings.dsn, settings.machine, kinds)
     return SqliteIndex(settings.db_path, roots, kinds)
 
 

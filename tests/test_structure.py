@@ -42,6 +42,7 @@ def _tree(root: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_each_filter_follows_edits_moves_and_deletes(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     _tree(d.root)
@@ -113,6 +114,7 @@ async def test_each_filter_follows_edits_moves_and_deletes(make_daemon: MakeDaem
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: MakeDaemon) -> None:
     d = make_daemon()
     _tree(d.root)
@@ -138,6 +140,7 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_a_named_small_root_gets_its_full_top_k(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:

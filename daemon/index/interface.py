@@ -110,6 +110,24 @@ class Stored:
     text reads the file: it may be gone, or unreadable for a moment)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Linked:
+    """A link between two files of one root, as the index holds it (issue 41)."""
+
+    source: str
+    """The linking file (absolute)."""
+    target: str
+    """The file linked to (absolute): where a Markdown link leads, or the file a
+    wikilink's name resolves to; for a wikilink that names no file, the root joined
+    with the name as written."""
+    text: str
+    line: int
+    found: bool
+    """Whether the index holds the target (indexed or skipped); False: a broken link,
+    unless the file exists but is left out of the index (the service looks)."""
+    wiki: bool = False
+
+
 class Embeddable(NamedTuple):
     """An indexed file as search by meaning decides whether to (re-)embed it."""
 
@@ -274,3 +292,8 @@ class Index(Protocol):
         ...
 
     def embeddable(self) -> list[Embeddable]: ...
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        """The links of the file ``path`` (``out``), or those that lead to it (``in``),
+        each once, in path and line order."""
+        ...

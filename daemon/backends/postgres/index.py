@@ -21,10 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import psycopg
-from kbindex.daemon.backends.postgres import reads, schema, writes
+from kbindex.daemon.backends.postgres import links, reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import Connection, Readers, Writer, is_lost
 from kbindex.daemon.backends.sqlite.candidates import Candidates
 from kbindex.daemon.index.interface import (
@@ -35,6 +35,7 @@ from kbindex.daemon.index.interface import (
     Failure,
     File,
     IndexRefused,
+    Linked,
     SearchResult,
     Stored,
     Update,
@@ -42,9 +43,9 @@ from kbindex.daemon.index.interface import (
 )
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Stamp
 from kbindex.daemon.indexing.textfile import Loaded, SkipReason
-from kbindex.daemon.searching.query import BadQuery
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
@@ -70,8 +71,10 @@ class RootTaken(Exception):
 class PgIndex:
     backend = "postgres"
 
-    def __init__(self, dsn: str, machine: str) -> None:
+    def __init__(self, dsn: str, machine: str, kinds: Classifier | None = None) -> None:
         self.machine = machine
+        self.kinds = kinds or Classifier()
+        """Each file's kind, from its root's rules and its path."""
         self.recovered = ""
         self._writes = 0
         self.generation = 0
@@ -211,7 +214,8 @@ class PgIndex:
                 if doc is not None:
                     texts[path] = doc
                 signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
-                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed))
+                kind = self.kinds.of(seen.root, seen.relpath)
+                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, kind))
             ids = self._upsert_files(conn, files, now)
             self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
         self._writes += 1
@@ -224,18 +228,20 @@ class PgIndex:
         columns = list(zip(*files, strict=True))
         rows = conn.execute(
             "INSERT INTO kb_files AS f(machine, path, root, relpath, size, mtime_ns,"
-            " indexed_at, encoding, skip_reason, skip_detail, ctime_ns, ino, dev)"
+            " indexed_at, encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
             " SELECT %s, u.path, u.root, u.relpath, u.size, u.mtime_ns, %s, u.encoding,"
-            " u.skip_reason, u.skip_detail, u.ctime_ns, u.ino, u.dev"
+            " u.skip_reason, u.skip_detail, u.ctime_ns, u.ino, u.dev, u.kind"
             " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[],"
-            " %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[])"
+            " %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[],"
+            " %s::text[])"
             " AS u(path, root, relpath, size, mtime_ns, encoding, skip_reason, skip_detail,"
-            " ctime_ns, ino, dev)"
+            " ctime_ns, ino, dev, kind)"
             " ON CONFLICT (machine, path) DO UPDATE SET root = excluded.root,"
             " relpath = excluded.relpath, size = excluded.size, mtime_ns = excluded.mtime_ns,"
             " indexed_at = excluded.indexed_at, encoding = excluded.encoding,"
             " skip_reason = excluded.skip_reason, skip_detail = excluded.skip_detail,"
-            " ctime_ns = excluded.ctime_ns, ino = excluded.ino, dev = excluded.dev"
+            " ctime_ns = excluded.ctime_ns, ino = excluded.ino, dev = excluded.dev,"
+            " kind = excluded.kind"
             " RETURNING f.id, f.path",
             (self.machine, now, *(list(c) for c in columns)),
         ).fetchall()
@@ -267,10 +273,16 @@ class PgIndex:
             start = len(new_root) + 1
             paths = [new + path[len(old) :] for _, path in rows]
             conn.execute(
-                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath"
-                " FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, path, relpath)"
-                " WHERE f.id = u.id",
-                (new_root, moving, paths, [p[start:] for p in paths]),
+                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
+                " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
+                " AS u(id, path, relpath, kind) WHERE f.id = u.id",
+                (
+                    new_root,
+                    moving,
+                    paths,
+                    [p[start:] for p in paths],
+                    [self.kinds.of(new_root, p[start:]) for p in paths],
+                ),
             )
             # The path is part of a document's words (ranked, and derived words): they
             # are made again from the stored text, never from the file.
@@ -329,8 +341,7 @@ class PgIndex:
         path_filter: str | None,
         filters: Filters = NO_FILTERS,
     ) -> SearchResult:
-        _unfiltered(filters)
-        return self._read(reads.search_result, compiled, limit, path_filter, self._stats())
+        return self._read(reads.search_result, compiled, limit, path_filter, self._stats(), filters)
 
     def rank(
         self,
@@ -339,9 +350,10 @@ class PgIndex:
         path_filter: str | None,
         filters: Filters = NO_FILTERS,
     ) -> tuple[list[tuple[int, float]], int, str]:
-        _unfiltered(filters)
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, compiled, limit, path_filter, True, corpus)
+        rows, total, mode = self._read(
+            reads.search, compiled, limit, path_filter, True, corpus, filters
+        )
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:
@@ -356,8 +368,7 @@ class PgIndex:
     def find_files(
         self, glob: str, limit: int, filters: Filters = NO_FILTERS
     ) -> tuple[list[File], int]:
-        _unfiltered(filters)
-        return self._read(reads.find_files, glob, limit)
+        return self._read(reads.find_files, glob, limit, filters)
 
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         return self._read(reads.file_state, self.machine, path)
@@ -387,25 +398,21 @@ class PgIndex:
         words: phrases.Words | None,
         filters: Filters = NO_FILTERS,
     ) -> Candidates:
-        _unfiltered(filters)
-        return self._read(reads.grep_candidates, self.machine, query, path_filter, pending, new)
+        return self._read(
+            reads.grep_candidates, self.machine, query, path_filter, pending, new, filters
+        )
 
     def stored(self, ids: Sequence[int]) -> list[Stored]:
         return self._read(reads.stored, ids) if ids else []
 
     def allowed(self, path_filter: str | None, filters: Filters = NO_FILTERS) -> list[int]:
-        _unfiltered(filters)
-        return self._read(reads.allowed, path_filter)
+        return self._read(reads.allowed, path_filter, filters)
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        return self._read(links.links, self.machine, path, direction)
 
     def embeddable(self) -> list[Embeddable]:
         return self._read(reads.embeddable)
-
-
-def _unfiltered(filters: Filters) -> None:
-    if filters:
-        raise BadQuery(
-            "kind, tag, field, date and scope filters work on the SQLite index only, for now"
-        )
 
 
 def _stored(title: str, body: str, encoding: str | None) -> Loaded:

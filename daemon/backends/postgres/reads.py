@@ -15,10 +15,12 @@ from typing import Any, Final, NamedTuple
 import psycopg
 from kbindex.daemon.backends.postgres import tsquery
 from kbindex.daemon.backends.postgres.connections import Connection
+from kbindex.daemon.backends.postgres.filters import condition as filters_condition
 from kbindex.daemon.backends.sqlite.candidates import PENDING_PATHS, Candidates, TooSlow
 from kbindex.daemon.backends.sqlite.searcher import path_filter
 from kbindex.daemon.grep import trigrams
 from kbindex.daemon.index.interface import Counts, Embeddable, File, Hit, SearchResult, Stored
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.searching import passages
 from kbindex.daemon.searching.query import BadQuery, Compiled
 
@@ -42,6 +44,15 @@ class Stats(NamedTuple):
 
 
 _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine"
+
+
+def files_condition(raw_filter: str | None, filters: Filters) -> tuple[str, list[object]]:
+    """``path_condition`` and the ``filters`` (``postgres.filters``) in one condition."""
+    cond, params = path_condition(raw_filter)
+    if not filters:
+        return cond, params
+    more, more_params = filters_condition(filters)
+    return f"{cond} AND {more}", [*params, *more_params]
 
 
 def path_condition(raw_filter: str | None) -> tuple[str, list[object]]:
@@ -88,16 +99,17 @@ def search(
     path_filter: str | None,
     ids_only: bool,
     corpus: Stats,
+    filters: Filters = NO_FILTERS,
 ) -> tuple[list[Any], int, str]:
     plan = tsquery.plan(compiled)
     if plan.main is None:
         return [], 0, plan.mode
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            rows = _ranked(conn, plan.main, limit, path_filter, ids_only, corpus)
+            rows = _ranked(conn, plan.main, limit, path_filter, ids_only, corpus, filters)
             mode = plan.mode
             if not rows and plan.fallback is not None:
-                rows = _ranked(conn, plan.fallback, limit, path_filter, ids_only, corpus)
+                rows = _ranked(conn, plan.fallback, limit, path_filter, ids_only, corpus, filters)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -112,13 +124,14 @@ def _ranked(
     path_filter: str | None,
     ids_only: bool,
     corpus: Stats,
+    filters: Filters = NO_FILTERS,
 ) -> list[Any]:
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
     found = tsquery.condition(expr)
-    cond, path_params = path_condition(path_filter)
-    # Every document has its files row: joined only to filter by path.
+    cond, path_params = files_condition(path_filter, filters)
+    # Every document has its files row: joined only to filter by path (or by filters).
     joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
     matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
     if found.limited is not None:
@@ -234,14 +247,21 @@ def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
 
 
 def search_result(
-    conn: Connection, compiled: Compiled, limit: int, path: str | None, corpus: Stats
+    conn: Connection,
+    compiled: Compiled,
+    limit: int,
+    path: str | None,
+    corpus: Stats,
+    filters: Filters = NO_FILTERS,
 ) -> SearchResult:
-    rows, total, mode = search(conn, compiled, limit, path, False, corpus)
+    rows, total, mode = search(conn, compiled, limit, path, False, corpus, filters)
     return SearchResult(hits(rows, compiled.terms), total, mode)
 
 
-def find_files(conn: Connection, glob: str, limit: int) -> tuple[list[File], int]:
-    cond, params = path_condition(glob or "*")
+def find_files(
+    conn: Connection, glob: str, limit: int, filters: Filters = NO_FILTERS
+) -> tuple[list[File], int]:
+    cond, params = files_condition(glob or "*", filters)
     base = f"FROM kb_files f WHERE f.skip_reason IS NULL AND {cond}"
     try:
         with conn.transaction():
@@ -302,10 +322,14 @@ def grep_candidates(
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
+    filters: Filters = NO_FILTERS,
 ) -> Candidates:
     """As ``candidates.find``, from this machine's rows (``rg`` reads the local files).
-    The phrase prefilter of SQLite (``phrases``) is left out: it only narrows."""
-    cond, params = path_condition(path_filter)
+    The phrase prefilter of SQLite (``phrases``) is left out: it only narrows. With
+    ``filters``, files not indexed yet are left out (what they hold is not known)."""
+    cond, params = files_condition(path_filter, filters)
+    new = [] if filters else new
+    new_cond, new_params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS
     match = _trigram_query(query) if narrowed else None
     indexed = f"f.machine = %s AND f.skip_reason IS NULL AND {cond}"
@@ -329,8 +353,8 @@ def grep_candidates(
             if new:
                 rows += conn.execute(
                     "SELECT f.path, 0 FROM unnest(%s::text[], %s::text[]) AS f(path, relpath)"
-                    f" WHERE {cond}",
-                    [[p for p, _ in new], [r for _, r in new], *params],
+                    f" WHERE {new_cond}",
+                    [[p for p, _ in new], [r for _, r in new], *new_params],
                 ).fetchall()
     except psycopg.errors.QueryCanceled:
         raise TooSlow("finding the candidate files took too long; narrow the path") from None
@@ -357,8 +381,8 @@ def stored(conn: Connection, ids: Sequence[int]) -> list[Stored]:
     return [Stored(int(r[0]), File(*r[1:6], machine=r[6]), str(r[7]), str(r[8])) for r in rows]
 
 
-def allowed(conn: Connection, path_filter: str) -> list[int]:
-    cond, params = path_condition(path_filter)
+def allowed(conn: Connection, path_filter: str | None, filters: Filters = NO_FILTERS) -> list[int]:
+    cond, params = files_condition(path_filter, filters)
     rows = conn.execute(
         f"SELECT f.id FROM kb_files f WHERE f.skip_reason IS NULL AND {cond} ORDER BY 1",
         params,

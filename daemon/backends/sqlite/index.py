@@ -8,9 +8,9 @@ grep) where the queries are built.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from kbindex.daemon.backends.sqlite import candidates, searcher
+from kbindex.daemon.backends.sqlite import candidates, links, searcher
 from kbindex.daemon.backends.sqlite.database import disk_bytes, is_damage, is_unwritable
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
@@ -21,6 +21,7 @@ from kbindex.daemon.index.interface import (
     Embeddable,
     Failure,
     File,
+    Linked,
     SearchResult,
     Stored,
 )
@@ -133,6 +134,10 @@ class SqliteIndex(Store):
                 params,
             ).fetchall()
         return [i for (i,) in rows]
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        with self.reader() as conn:
+            return links.links(conn, path, direction)
 
     def embeddable(self) -> list[Embeddable]:
         with self.reader() as conn:
