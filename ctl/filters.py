@@ -11,7 +11,8 @@ VALUED: Final = frozenset({"--kind", "--tag", "--field", "--modified", "--date",
 """The options that take a value (for ``search_argv``)."""
 
 
-def add(p: argparse.ArgumentParser) -> None:
+def add(p: argparse.ArgumentParser, *, modified: bool = True) -> None:
+    """The filter options (``modified``: with ``--modified``)."""
     p.add_argument(
         "--kind",
         action="append",
@@ -29,11 +30,12 @@ def add(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="only files whose front matter has KEY: VALUE (repeatable: all)",
     )
-    p.add_argument(
-        "--modified",
-        metavar="SPAN",
-        help="only files modified in SPAN: 7d, '2 weeks', 2024-05, 2024-01..2024-03, ..2023",
-    )
+    if modified:
+        p.add_argument(
+            "--modified",
+            metavar="SPAN",
+            help="only files modified in SPAN: 7d, '2 weeks', 2024-05, 2024-01..2024-03, ..2023",
+        )
     p.add_argument(
         "--date",
         action="append",
@@ -56,7 +58,7 @@ def values(args: argparse.Namespace) -> dict[str, Any]:
         "kind": args.kind,
         "tag": args.tag,
         "field": args.field,
-        "modified": args.modified,
+        "modified": getattr(args, "modified", None),
         "date": args.date,
         "scope": args.scope,
     }

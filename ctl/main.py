@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kbindex.ctl import filters, grep, note, paths, render, roots
+from kbindex.ctl import filters, grep, note, paths, render, roots, structure
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.errors import ClientError, DaemonError, DaemonUnavailable
@@ -356,6 +356,8 @@ SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
     "reindex": _add_reindex,
     "reload": _add_reload,
     "files": _add_files,
+    "recent": structure.add_recent_parser,
+    "links": structure.add_links_parser,
     "read": _add_read,
     "roots": roots.add_parser,
     "why": roots.add_why_parser,

@@ -226,10 +226,11 @@ class Backend:
         return await self.call(lambda c: c.request(grep, GrepReply), seconds=REQUEST_TIMEOUT)
 
     async def find_files(
-        self, glob: str, limit: int, filters: dict[str, Any] | None = None
+        self, glob: str, limit: int, filters: dict[str, Any] | None = None, newest: bool = False
     ) -> FindFilesReply:
         return await self.call(
-            lambda c: c.find_files(glob, limit, **(filters or {})), seconds=REQUEST_TIMEOUT
+            lambda c: c.find_files(glob, limit, newest=newest, **(filters or {})),
+            seconds=REQUEST_TIMEOUT,
         )
 
     async def note(self, request: NoteRequest) -> NoteReply:

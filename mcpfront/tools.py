@@ -163,7 +163,10 @@ class Toolbox:
             "limit", default=FIND_LIMIT, minimum=1, maximum=MAX_FIND_LIMIT, clamp_high=True
         )
         assert limit is not None
-        reply = await self.backend.find_files(glob, limit, where.filters(args.string("where")))
+        filters = where.filters(args.string("where"))
+        # With a modified span, what changed lately: the newest first.
+        newest = bool(filters.get("modified"))
+        reply = await self.backend.find_files(glob, limit, filters, newest)
         return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, [*args.notes, *reply.notes])
 
     async def _grep(self, call: Call) -> Outcome:

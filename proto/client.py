@@ -50,6 +50,8 @@ from kbindex.proto.messages import (
     FindFilesReply,
     Hello,
     HelloReply,
+    Links,
+    LinksReply,
     Ping,
     Pong,
     Progress,
@@ -295,6 +297,9 @@ class Client:
     async def find_files(self, glob: str = "*", limit: int = 100, **filters: Any) -> FindFilesReply:
         """``filters``: as ``search``'s."""
         return await self.request(FindFiles(glob=glob, limit=limit, **filters), FindFilesReply)
+
+    async def links(self, path: str, *, backlinks: bool = False) -> LinksReply:
+        return await self.request(Links(path=path, backlinks=backlinks), LinksReply)
 
     async def why(self, path: str) -> WhyReply:
         return await self.request(Why(path=path), WhyReply)

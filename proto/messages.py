@@ -190,6 +190,17 @@ class ReadFile(Request, tag="read_file", frozen=True):
 class FindFiles(Filtered, tag="find_files", kw_only=True, frozen=True):
     glob: Pattern = "*"
     limit: int = 100
+    newest: bool = False
+    """Newest first (the most recently modified): with ``modified``, what changed
+    lately; else in path order."""
+
+
+class Links(Request, tag="links", frozen=True):
+    """The links of an indexed file, or (``backlinks``) the links that lead to it, from
+    the index: Markdown links and ``[[wikilinks]]`` between files of one root."""
+
+    path: str
+    backlinks: bool = False
 
 
 class Why(Request, tag="why", frozen=True):
@@ -234,6 +245,7 @@ AnyRequest = (
     | Refresh
     | ReadFile
     | FindFiles
+    | Links
     | Why
     | AddRoot
     | RemoveRoot
@@ -613,6 +625,8 @@ class FileInfo(msgspec.Struct, kw_only=True):
     last_modified: float
     machine: str = ""
     """As ``Hit.machine``."""
+    note: bool = False
+    """Written, edited or moved through the daemon's note requests since it started."""
 
 
 class FindFilesReply(Reply, tag="find_files", frozen=True):
@@ -621,6 +635,28 @@ class FindFilesReply(Reply, tag="find_files", frozen=True):
     truncated: bool
     notes: list[str] = []
     """As ``SearchReply.notes``: a glob that matches no indexed file."""
+
+
+class LinkInfo(msgspec.Struct, kw_only=True):
+    source: str
+    """The linking file (absolute)."""
+    target: str
+    """The file linked to (absolute); for a wikilink naming no file, the name as
+    written under the root."""
+    text: str
+    line: int
+    """Of the link in ``source``."""
+    broken: bool = False
+    """The target is neither in the index nor on disk."""
+    wiki: bool = False
+
+
+class LinksReply(Reply, tag="links", frozen=True):
+    path: str
+    links: list[LinkInfo]
+    """In path order, then line order."""
+    broken: int = 0
+    notes: list[str] = []
 
 
 class WhyReply(Reply, tag="why", frozen=True):
@@ -668,6 +704,7 @@ AnyReply = (
     | RefreshReply
     | ReadFileReply
     | FindFilesReply
+    | LinksReply
     | WhyReply
     | RootsReply
 )

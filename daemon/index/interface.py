@@ -257,8 +257,12 @@ class Index(Protocol):
         ...
 
     def find_files(
-        self, glob: str, limit: int, filters: Filters = NO_FILTERS
-    ) -> tuple[list[File], int]: ...
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS, newest: bool = False
+    ) -> tuple[list[File], int]:
+        """The indexed files ``glob`` and ``filters`` keep, in path order (``newest``:
+        the most recently modified first), and how many there are."""
+        ...
+
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         """(skip_reason, skip_detail) of a known file, None when the index has no row."""
         ...

@@ -21,6 +21,7 @@ from kbindex.proto.messages import (
     GrepReply,
     Hit,
     LagReport,
+    LinkInfo,
     MachineCount,
     NoteReply,
     ReconcileReport,
@@ -86,7 +87,7 @@ def root_status(
     )
 
 
-def file_info(f: index.File) -> FileInfo:
+def file_info(f: index.File, note: bool = False) -> FileInfo:
     return FileInfo(
         path=f.path,
         root=f.root,
@@ -94,6 +95,13 @@ def file_info(f: index.File) -> FileInfo:
         size=f.size,
         last_modified=f.mtime_ns / 1e9,
         machine=f.machine,
+        note=note,
+    )
+
+
+def link(x: index.Linked, *, broken: bool) -> LinkInfo:
+    return LinkInfo(
+        source=x.source, target=x.target, text=x.text, line=x.line, broken=broken, wiki=x.wiki
     )
 
 

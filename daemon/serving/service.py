@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from contextlib import suppress
 from functools import partial
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -63,6 +63,8 @@ from kbindex.proto.messages import (
     GrepReply,
     Hello,
     HelloReply,
+    Links,
+    LinksReply,
     MoveNote,
     NoteChanges,
     NoteChangesReply,
@@ -97,6 +99,7 @@ CAPABILITIES: Final = [
     "refresh.progress",
     "read_file",
     "find_files",
+    "links",
     "grep",
     "why",
     "watch",
@@ -210,6 +213,8 @@ class Service:
                 return await self.read_file(request)
             case FindFiles():
                 return await self.find_files(request)
+            case Links():
+                return await self.links(request)
             case Why():
                 return await self.why(request)
             case Check():
@@ -462,13 +467,16 @@ class Service:
         filters = self.filtering.of(request)
 
         async def run(glob: str | None) -> tuple[list[File], int]:
-            return await self._read(self.index.find_files, glob or "*", limit, filters)
+            return await self._read(
+                self.index.find_files, glob or "*", limit, filters, request.newest
+            )
 
         (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
         if not total:
             scoped += await self.filtering.unmatched(filters)
+        written = self.notes.written()
         return FindFilesReply(
-            files=[replies.file_info(f) for f in files],
+            files=[replies.file_info(f, f.path in written) for f in files],
             total=total,
             truncated=total > len(files),
             notes=scoped,
@@ -477,6 +485,26 @@ class Service:
     async def _names_a_file(self, path_filter: str) -> bool:
         """Whether the index holds a file within ``path_filter`` (``scopes``)."""
         return (await self._read(self.index.find_files, path_filter, 1))[1] > 0
+
+    async def links(self, request: Links) -> LinksReply:
+        located = self.roots.resolve(request.path)
+        path = str(located.path)
+        if await self._read(self.index.file_state, path) is None:
+            raise NotIndexed(f"{located.relpath} is not in the index")
+        direction: Literal["in", "out"] = "in" if request.backlinks else "out"
+        found = await self._read(self.index.links, path, direction)
+        # A target left out of the index (ignored, or past a filter) may still be there.
+        on_disk = await anyio.to_thread.run_sync(
+            lambda: {x.target for x in found if not x.found and self._exists(x.target)}
+        )
+        links = [replies.link(x, broken=not x.found and x.target not in on_disk) for x in found]
+        broken = sum(x.broken for x in links)
+        what = "backlinks" if request.backlinks else "links"
+        notes = [] if links else [f"{located.relpath} has no {what} in the index"]
+        return LinksReply(path=path, links=links, broken=broken, notes=notes)
+
+    def _exists(self, path: str) -> bool:
+        return self.roots.inside(path) and os.path.lexists(path)
 
     async def _passes(self, filters: Filters) -> bool:
         """Whether an indexed file passes ``filters`` (``filtering``)."""

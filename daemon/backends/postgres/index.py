@@ -366,9 +366,9 @@ class PgIndex:
         return counted[1]
 
     def find_files(
-        self, glob: str, limit: int, filters: Filters = NO_FILTERS
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS, newest: bool = False
     ) -> tuple[list[File], int]:
-        return self._read(reads.find_files, glob, limit, filters)
+        return self._read(reads.find_files, glob, limit, filters, newest)
 
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         return self._read(reads.file_state, self.machine, path)

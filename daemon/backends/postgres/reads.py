@@ -259,14 +259,19 @@ def search_result(
 
 
 def find_files(
-    conn: Connection, glob: str, limit: int, filters: Filters = NO_FILTERS
+    conn: Connection,
+    glob: str,
+    limit: int,
+    filters: Filters = NO_FILTERS,
+    newest: bool = False,
 ) -> tuple[list[File], int]:
     cond, params = files_condition(glob or "*", filters)
     base = f"FROM kb_files f WHERE f.skip_reason IS NULL AND {cond}"
     try:
         with conn.transaction():
             rows = conn.execute(
-                f"SELECT {_FILE_COLUMNS} {base} ORDER BY f.root, f.relpath, f.machine LIMIT %s",
+                f"SELECT {_FILE_COLUMNS} {base} ORDER BY"
+                f" {'f.mtime_ns DESC, ' if newest else ''}f.root, f.relpath, f.machine LIMIT %s",
                 [*params, limit],
             ).fetchall()
             total = conn.execute(f"SELECT count(*) {base}", params).fetchone()

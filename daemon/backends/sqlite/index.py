@@ -72,10 +72,10 @@ class SqliteIndex(Store):
             return searcher.rank(conn, compiled, limit, path_filter, filters)
 
     def find_files(
-        self, glob: str, limit: int, filters: Filters = NO_FILTERS
+        self, glob: str, limit: int, filters: Filters = NO_FILTERS, newest: bool = False
     ) -> tuple[list[File], int]:
         with self.reader() as conn:
-            return searcher.find_files(conn, glob, limit, filters)
+            return searcher.find_files(conn, glob, limit, filters, newest)
 
     def file_state(self, path: str) -> tuple[str | None, str | None] | None:
         with self.reader() as conn:

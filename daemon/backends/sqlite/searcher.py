@@ -346,7 +346,11 @@ def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
 
 
 def find_files(
-    conn: sqlite.Connection, glob: str, limit: int, filters: Filters = NO_FILTERS
+    conn: sqlite.Connection,
+    glob: str,
+    limit: int,
+    filters: Filters = NO_FILTERS,
+    newest: bool = False,
 ) -> tuple[list[File], int]:
     cond, params = files_condition(glob or "*", filters)
     Deadline(conn, QUERY_DEADLINE_SECONDS)
@@ -354,7 +358,7 @@ def find_files(
     try:
         rows = conn.execute(
             f"SELECT f.path, f.root, f.relpath, f.size, f.mtime_ns {base}"
-            " ORDER BY f.root, f.relpath LIMIT ?",
+            f" ORDER BY {'f.mtime_ns DESC, ' if newest else ''}f.root, f.relpath LIMIT ?",
             [*params, limit],
         ).fetchall()
         total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
