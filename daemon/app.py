@@ -184,7 +184,9 @@ async def _serve(
 def _index(settings: Settings, roots: Roots) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
     of them (it keeps no text), from ``roots`` only."""
-    kinds = Classifier({str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds})
+    rules = {str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds}
+    boosts = None if settings.kind_boosts is None else dict(settings.kind_boosts)
+    kinds = Classifier(rules, boosts)
     if settings.backend == "postgres":
         # Imported here: psycopg is an optional extra (kbindex[postgres]).
         try:

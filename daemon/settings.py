@@ -22,7 +22,7 @@ from typing import Any, Final
 import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
-from kbindex.daemon.indexing.kinds import BadKinds, Kinds
+from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, BadKinds, Kinds, ranking_boosts
 from kbindex.proto.address import SOCKET_ENV, default_socket_path
 
 ALL_TEXT = "*"
@@ -108,6 +108,9 @@ class Settings:
     password, so it is never shown (``repr=False``, status shows the server only)."""
     machine: str = ""
     """This machine's name in a shared index: its rows are keyed by it."""
+    kind_boosts: tuple[tuple[str, float], ...] | None = None
+    """``[kind_boosts]`` of the config file: how much each kind counts in ranking (None:
+    ``kinds.DEFAULT_BOOSTS``)."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -312,7 +315,7 @@ OPTIONS: Final = (
            metavar="SECONDS", cli_type=float,
            help="close a connection that takes longer to send a frame or take a reply"),
 )  # fmt: skip
-KNOWN_KEYS: Final = frozenset({"roots", "root", *(option.key for option in OPTIONS)})
+KNOWN_KEYS: Final = frozenset({"roots", "root", "kind_boosts", *(option.key for option in OPTIONS)})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -396,8 +399,25 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         cli_roots=tuple(Path(r) for r in args.roots or ()),
         root_options=root_options,
         roots_source=roots_source,
+        kind_boosts=_kind_boosts(file_values.get("kind_boosts")),
         **values,
     )
+
+
+def _kind_boosts(raw: Any) -> tuple[tuple[str, float], ...] | None:
+    """``[kind_boosts]``: kind = factor, over the defaults."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values()
+    ):
+        raise SettingsError("kind_boosts must be a table of kind = number, like changelog = 0.6")
+    boosts = {**DEFAULT_BOOSTS, **{str(k): float(v) for k, v in raw.items()}}
+    try:
+        ranking_boosts(boosts)
+    except BadKinds as exc:
+        raise SettingsError(f"kind_boosts: {exc}") from None
+    return tuple(boosts.items())
 
 
 def _read_config(path: Path, *, required: bool) -> dict[str, Any]:

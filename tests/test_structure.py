@@ -189,3 +189,61 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
         assert bad.is_error and "unknown kind 'docs'" in text(bad)
         bad = await client.call_tool("search", {"query": "launch", "where": "alpha"})
         assert bad.is_error and "is not a filter" in text(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.backends
+async def test_kind_boosts_rank_docs_above_changelogs_and_are_configurable(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    # The changelog says "retry backoff" more often, in fewer words: bm25 alone ranks it
+    # above the guide.
+    write(root / "CHANGELOG.md", "# Changes\n- retry backoff retry backoff\n")
+    write(root / "docs" / "retries.md", "# Retries\nHow the retry backoff works, " + "x " * 40)
+    write(root / "vendor" / "lib" / "retry.md", "retry backoff retry backoff\n")
+    d = make_daemon(root)
+    await d.start()
+    async with d.client() as c:
+        ranked = [h.relpath for h in (await c.search("retry backoff")).hits]
+    assert ranked[0] == "docs/retries.md"
+    d.stop()
+
+    config = tmp_path / "config.toml"
+    config.write_text("[kind_boosts]\nchangelog = 1.0\nvendored = 1.0\n")
+    d.extra_args = ["--config", str(config)]
+    await d.start()
+    async with d.client() as c:
+        ranked = [h.relpath for h in (await c.search("retry backoff")).hits]
+    assert ranked[-1] == "docs/retries.md"
+
+
+@pytest.mark.parametrize(
+    ("table", "why"),
+    [
+        ("[kind_boosts]\ndocs = 2\n", "unknown kind 'docs'"),
+        ("[kind_boosts]\nchangelog = 0\n", "must be above 0"),
+        ('[kind_boosts]\nchangelog = "low"\n', "a table of kind = number"),
+        ('[root."ROOT"]\nkinds = { docs = ["*.md"] }\n', "unknown kind 'docs'"),
+        ('[root."ROOT"]\nname = 3\n', "name must be text"),
+    ],
+)
+def test_kind_settings_that_cannot_be_used_are_refused(
+    tmp_path: Path, table: str, why: str
+) -> None:
+    import argparse
+
+    from kbindex.daemon import settings
+
+    root = tmp_path / "root"
+    root.mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'roots = ["{root}"]\n' + table.replace("ROOT", str(root)))
+    parser = argparse.ArgumentParser()
+    settings.add_arguments(parser)
+    args = parser.parse_args(["--config", str(config), "--state-dir", str(tmp_path / "s")])
+    with pytest.raises(settings.SettingsError, match=why):
+        settings.load(args, {})
+    config.write_text(f'roots = ["{root}"]\n[kind_boosts]\nchangelog = 0.3\n')
+    loaded = settings.load(parser.parse_args(["--config", str(config)]), {})
+    assert dict(loaded.kind_boosts or ())["changelog"] == 0.3

@@ -90,6 +90,19 @@ _CODE_EXTENSIONS: Final = frozenset(
 )  # fmt: skip
 
 
+DEFAULT_BOOSTS: Final = {
+    "test": 0.9,
+    "config": 0.9,
+    "data": 0.8,
+    "changelog": 0.6,
+    "generated": 0.5,
+    "vendored": 0.5,
+}
+"""How much a match of each kind counts in ranking, against 1 for the others (docs,
+code): a changelog or a vendored copy that says the same as the documentation ranks
+below it (``bench/README.md``, "Kinds in ranking")."""
+
+
 class BadKinds(ValueError):
     """A root's ``kinds`` table names an unknown kind or a pattern that does not parse."""
 
@@ -141,11 +154,33 @@ class Kinds:
 
 
 class Classifier:
-    """The kind rules of every root (``Kinds`` per root path, the defaults elsewhere)."""
+    """The kind rules of every root (``Kinds`` per root path, the defaults elsewhere),
+    and how much each kind counts in ranking (``boosts``)."""
 
-    def __init__(self, rules: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> None:
+    def __init__(
+        self,
+        rules: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+        boosts: Mapping[str, float] | None = None,
+    ) -> None:
         self._defaults = Kinds()
         self._roots = {root: Kinds(overrides) for root, overrides in (rules or {}).items()}
+        self.boosts = ranking_boosts(DEFAULT_BOOSTS if boosts is None else boosts)
+        """Each kind whose matches count less than the most preferred kind's, with its
+        factor (0 < factor < 1): those of the most preferred count 1."""
 
     def of(self, root: str, relpath: str) -> str:
         return self._roots.get(root, self._defaults).of(relpath)
+
+
+def ranking_boosts(boosts: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
+    """``boosts`` (kind -> factor, 1 for a kind not named) scaled so that the largest
+    factor is 1, and only the kinds below it: a ranking cut early by a bound on the best
+    score a document can have (``essential``) stays exact when no factor passes 1."""
+    for kind, factor in boosts.items():
+        if kind not in KINDS:
+            raise BadKinds(f"unknown kind {kind!r}; the kinds are {', '.join(KINDS)}")
+        if not 0 < factor <= 100:
+            raise BadKinds(f"the boost of {kind} must be above 0 and at most 100, not {factor}")
+    factors = {kind: float(boosts.get(kind, 1.0)) for kind in KINDS}
+    top = max(factors.values())
+    return tuple((k, round(f / top, 6)) for k, f in factors.items() if f < top)

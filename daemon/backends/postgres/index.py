@@ -341,7 +341,10 @@ class PgIndex:
         path_filter: str | None,
         filters: Filters = NO_FILTERS,
     ) -> SearchResult:
-        return self._read(reads.search_result, compiled, limit, path_filter, self._stats(), filters)
+        corpus, boosts = self._stats(), self.kinds.boosts
+        return self._read(
+            reads.search_result, compiled, limit, path_filter, corpus, filters, boosts
+        )
 
     def rank(
         self,
@@ -352,7 +355,7 @@ class PgIndex:
     ) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
         rows, total, mode = self._read(
-            reads.search, compiled, limit, path_filter, True, corpus, filters
+            reads.search, compiled, limit, path_filter, True, corpus, filters, self.kinds.boosts
         )
         return [(int(i), float(score)) for i, score in rows], total, mode
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Final, NamedTuple
 
 import psycopg
@@ -44,6 +45,8 @@ class Stats(NamedTuple):
 
 
 _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine"
+Boosts = tuple[tuple[str, float], ...]
+"""Kinds and the factor on their documents' scores (``kinds.Classifier.boosts``)."""
 
 
 def files_condition(raw_filter: str | None, filters: Filters) -> tuple[str, list[object]]:
@@ -100,16 +103,18 @@ def search(
     ids_only: bool,
     corpus: Stats,
     filters: Filters = NO_FILTERS,
+    boosts: Boosts = (),
 ) -> tuple[list[Any], int, str]:
     plan = tsquery.plan(compiled)
     if plan.main is None:
         return [], 0, plan.mode
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            rows = _ranked(conn, plan.main, limit, path_filter, ids_only, corpus, filters)
+            ranked = partial(_ranked, conn, filters=filters, boosts=boosts)
+            rows = ranked(plan.main, limit, path_filter, ids_only, corpus)
             mode = plan.mode
             if not rows and plan.fallback is not None:
-                rows = _ranked(conn, plan.fallback, limit, path_filter, ids_only, corpus, filters)
+                rows = ranked(plan.fallback, limit, path_filter, ids_only, corpus)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -125,6 +130,7 @@ def _ranked(
     ids_only: bool,
     corpus: Stats,
     filters: Filters = NO_FILTERS,
+    boosts: Boosts = (),
 ) -> list[Any]:
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
@@ -167,8 +173,9 @@ def _ranked(
             WHERE u.doc IN (SELECT id FROM matched)
             GROUP BY u.doc
         ){phrased}
-        SELECT m.id, coalesce(s.score, 0){phrase_score} AS score, count(*) OVER () AS total
-        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}
+        SELECT m.id, (coalesce(s.score, 0){phrase_score}){_boost(boosts)} AS score,
+            count(*) OVER () AS total
+        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}{_kind_join(boosts)}
         ORDER BY score DESC, m.id LIMIT %s
     """
     args = [*found.params, corpus.documents, *path_params, corpus.mean_length]
@@ -246,6 +253,20 @@ def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     return found
 
 
+def _boost(boosts: Boosts) -> str:
+    """The factor of a document's kind (``kinds.Classifier.boosts``; ``kf`` its files
+    row), as in SQLite's ranking."""
+    if not boosts:
+        return ""
+    # Kinds are KINDS' names and the factors numbers: nothing a client typed.
+    cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in boosts)
+    return f" * CASE kf.kind {cases} ELSE 1.0 END"
+
+
+def _kind_join(boosts: Boosts) -> str:
+    return " JOIN kb_files kf ON kf.id = m.id" if boosts else ""
+
+
 def search_result(
     conn: Connection,
     compiled: Compiled,
@@ -253,8 +274,9 @@ def search_result(
     path: str | None,
     corpus: Stats,
     filters: Filters = NO_FILTERS,
+    boosts: Boosts = (),
 ) -> SearchResult:
-    rows, total, mode = search(conn, compiled, limit, path, False, corpus, filters)
+    rows, total, mode = search(conn, compiled, limit, path, False, corpus, filters, boosts)
     return SearchResult(hits(rows, compiled.terms), total, mode)
 
 

@@ -58,7 +58,9 @@ class SqliteIndex(Store):
         filters: Filters = NO_FILTERS,
     ) -> SearchResult:
         with self.reader() as conn:
-            found = searcher.find(conn, compiled, limit, path_filter, filters=filters)
+            found = searcher.find(
+                conn, compiled, limit, path_filter, filters=filters, boosts=self.kinds.boosts
+            )
         return searcher.shown(found, compiled, self.roots.inside)
 
     def rank(
@@ -69,7 +71,7 @@ class SqliteIndex(Store):
         filters: Filters = NO_FILTERS,
     ) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, compiled, limit, path_filter, filters)
+            return searcher.rank(conn, compiled, limit, path_filter, filters, self.kinds.boosts)
 
     def find_files(
         self, glob: str, limit: int, filters: Filters = NO_FILTERS, newest: bool = False

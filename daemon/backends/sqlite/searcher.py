@@ -104,6 +104,8 @@ def search(
     return shown(found, compiled, within)
 
 
+Boosts = tuple[tuple[str, float], ...]
+"""Kinds and the factor on their documents' scores (``kinds.Classifier.boosts``)."""
 Found = tuple[list[Any], int, str]
 """What ``find`` found: the best rows, how many documents match, and the mode."""
 
@@ -115,10 +117,12 @@ def find(
     path_filter: str | None,
     weights: tuple[float, ...] = BM25_WEIGHTS,
     filters: Filters = NO_FILTERS,
+    boosts: Boosts = (),
 ) -> Found:
     """``search`` up to its snippets, which ``shown`` reads from the files: a caller
-    with a pooled connection gives it back in between."""
-    query = _Query(limit, path_filter, compiled.terms, weights, filters=filters)
+    with a pooled connection gives it back in between. ``boosts``: each kind's factor
+    on its documents' scores (``kinds.Classifier.boosts``)."""
+    query = _Query(limit, path_filter, compiled.terms, weights, filters=filters, boosts=boosts)
     return _in_transaction(conn, compiled, query)
 
 
@@ -136,11 +140,20 @@ def rank(
     limit: int,
     path_filter: str | None,
     filters: Filters = NO_FILTERS,
+    boosts: Boosts = (),
 ) -> tuple[list[tuple[int, float]], int, str]:
     """The best ``limit`` documents' ids with their bm25 score (higher is better), how
     many match, and the mode that found them: ``search`` without the hits' text, for
     fusing with another ranking (``hybrid``)."""
-    query = _Query(limit, path_filter, compiled.terms, BM25_WEIGHTS, ids_only=True, filters=filters)
+    query = _Query(
+        limit,
+        path_filter,
+        compiled.terms,
+        BM25_WEIGHTS,
+        ids_only=True,
+        filters=filters,
+        boosts=boosts,
+    )
     rows, total, mode = _in_transaction(conn, compiled, query)
     return [(int(i), -float(score)) for i, score in rows], total, mode
 
@@ -196,6 +209,18 @@ class _Query:
     ids_only: bool = False
     """Rows of (rowid, bm25) only: no files row, no text."""
     filters: Filters = NO_FILTERS
+    boosts: Boosts = ()
+
+    def ranking(self) -> str:
+        """The score of a document of ``d`` (its files row ``f``): bm25, times its
+        kind's factor where ``boosts`` has one (each below 1, so a bound on bm25 is one
+        on the score: ``essential``)."""
+        bm25 = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        if not self.boosts:
+            return bm25
+        # Kinds are KINDS' names and the factors numbers: nothing a client typed.
+        cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in self.boosts)
+        return f"({bm25} * CASE f.kind {cases} ELSE 1.0 END)"
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -238,7 +263,8 @@ class _Query:
             # The files row is joined only for a path filter: every document has one,
             # written in the same transaction, and counting through the join would
             # look up each match's row.
-            joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
+            joined = bool(params or self.boosts)
+            joined_files = " JOIN files f ON f.id = d.rowid" if joined else ""
             checks, exact = _checks(resolved)
             source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
             args: list[object] = [resolved.match, *params, *exact]
@@ -285,7 +311,7 @@ class _Query:
         rows as it scores them, where FTS5 would sort every match; the conditions in
         ``source`` run before bm25, so only the rows they keep are scored; and the
         files are read for the rows returned only. No snippet() here: see ``passages``."""
-        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        ranking = self.ranking()
         if self.ids_only:
             sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
             return conn.execute(sql, [*args, self.limit]).fetchall()
@@ -305,7 +331,7 @@ class _Query:
         its matches: every (rowid, score) is kept in a temporary table, then counted
         and its best ``limit`` rows taken. Keeping every match costs more than counting
         a plain word's matches again, so only prefix terms are ranked this way."""
-        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        ranking = self.ranking()
         scored = f"WITH m AS MATERIALIZED (SELECT d.rowid AS id, {ranking} AS score FROM {source})"
         best = (
             "SELECT id, score, (SELECT count(*) FROM m) AS total FROM m ORDER BY score, id LIMIT ?"
