@@ -72,9 +72,26 @@ def test_upgrading_a_version_2_database_reads_nothing_again(version_2: Any) -> N
         (long, long),
     )
     before = version_2.execute(SEGMENTS, (long,)).fetchall()
-    schema.migrate(version_2)
+    schema.migrate(version_2, upto=3)  # v4 has every file read again (issue 41)
     assert version_2.execute("SELECT mtime_ns FROM kb_files").fetchall() == [(7,)]
     assert version_2.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone() == ("3",)
     assert version_2.execute(SEGMENTS, (long,)).fetchall() == before
     body = version_2.execute("SELECT prosrc FROM pg_proc WHERE proname = 'kb_segments'").fetchone()
     assert "ORDINALITY" in body[0]  # the one-pass function replaced version 2's
+
+
+def test_version_4_has_every_indexed_file_read_again(version_2: Any) -> None:
+    """Kinds, front matter fields and links are filled by reading the files again: the
+    upgrade forgets each indexed file's mtime (issue 41)."""
+    version_2.execute(
+        "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns, indexed_at,"
+        " ctime_ns, ino, dev) VALUES (1, 'm', '/r/a.md', '/r', 'a.md', 1, 7, 0, 0, 0, 0)"
+    )
+    schema.migrate(version_2)
+    assert version_2.execute("SELECT mtime_ns, kind FROM kb_files").fetchall() == [(-1, "")]
+    version_2.execute("INSERT INTO kb_docs VALUES (1, '', 'x', 1, '', '', '', false)")
+    version_2.execute("INSERT INTO kb_fields VALUES (1, 'tag', '', 'x', NULL)")
+    version_2.execute("INSERT INTO kb_links VALUES (1, 'b.md', false, 'b', 1)")
+    version_2.execute("DELETE FROM kb_docs")  # their rows go with the document
+    assert version_2.execute("SELECT count(*) FROM kb_fields").fetchone() == (0,)
+    assert version_2.execute("SELECT count(*) FROM kb_links").fetchone() == (0,)

@@ -44,7 +44,7 @@ from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 MIGRATION_LOCK: Final = 0x6B62696E  # "kbin": one advisory lock key for migrations
 EXACT: Final = "kb_exact"
 """Words as written, accents folded: prefix terms (``exact``)."""
@@ -225,17 +225,46 @@ $$;
 # its segment's head (h, its first OVERLAP_WORDS words) or core (c), and a head's words
 # also to the previous segment's tail (t): the output is the same, byte for byte.
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3}
+_V4: Final = """
+ALTER TABLE kb_files ADD COLUMN kind text NOT NULL DEFAULT '';
+CREATE TABLE kb_fields(
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    source text NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    number double precision
+);
+CREATE INDEX kb_fields_value ON kb_fields(source, key, lower(value), doc);
+CREATE INDEX kb_fields_number ON kb_fields(source, key, number, doc);
+CREATE INDEX kb_fields_doc ON kb_fields(doc);
+CREATE TABLE kb_links(
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    target text NOT NULL,
+    wiki boolean NOT NULL,
+    text text NOT NULL,
+    line integer NOT NULL
+);
+CREATE INDEX kb_links_doc ON kb_links(doc);
+CREATE INDEX kb_links_target ON kb_links(target);
+UPDATE kb_files SET mtime_ns = -1 WHERE skip_reason IS NULL;
+"""
+# v4 (issue 41): each file's kind, and what its text holds besides its words, as in
+# SQLite's v10: ``kb_fields`` (front matter values, tags, dates) and ``kb_links``, both
+# removed with their document. Every machine's daemon reads its indexed files again at
+# its next scan to fill them (-1 matches no file's mtime).
+
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
 
 
 class NewerSchema(IndexRefused):
     """The database was written by a newer kbindexd."""
 
 
-def migrate(conn: Connection) -> None:
-    """Bring the database on ``conn`` to SCHEMA_VERSION, in one transaction."""
+def migrate(conn: Connection, upto: int = SCHEMA_VERSION) -> None:
+    """Bring the database on ``conn`` to SCHEMA_VERSION (tests of one step: ``upto``), in
+    one transaction."""
     try:
-        _migrate(conn)
+        _migrate(conn, upto)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise SchemaRefused(
             f"this PostgreSQL user may not create the shared index's tables"
@@ -244,7 +273,7 @@ def migrate(conn: Connection) -> None:
         ) from None
 
 
-def _migrate(conn: Connection) -> None:
+def _migrate(conn: Connection, upto: int) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         for name in EXTENSIONS:
@@ -257,7 +286,7 @@ def _migrate(conn: Connection) -> None:
                 f"the shared index has schema version {version}, newer than this kbindexd"
                 f" ({SCHEMA_VERSION}); upgrade kbindex on this machine"
             )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
+        for target in range(version + 1, upto + 1):
             log.info("migrating the shared index to schema version %d", target)
             conn.execute(MIGRATIONS[target])
             conn.execute(
