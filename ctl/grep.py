@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-from kbindex.ctl import paths, render
+from kbindex.ctl import filters, paths, render
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.messages import MAX_CONTEXT, MAX_GREP_LIMIT, Grep, GrepLine, GrepReply
 
@@ -88,6 +88,7 @@ def add_parser(sub: Any) -> None:
         default=100,
         help=f"matching lines (or files with -l) to show (1-{MAX_GREP_LIMIT:,}; default 100)",
     )
+    filters.add(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_grep, error_status=ERROR_STATUS, check=check)
 
@@ -152,6 +153,7 @@ def request(args: argparse.Namespace) -> Grep:
         max_count=args.max_count,
         files_only=args.files_with_matches,
         limit=args.limit,
+        **filters.values(args),
     )
 
 

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from kbindex.ctl import grep, machines, note, paths, render, roots
+from kbindex.ctl import filters, grep, machines, note, paths, render, roots, structure
 from kbindex.proto import report
 from kbindex.proto.blocking import BlockingClient
 from kbindex.proto.errors import ClientError, DaemonError, DaemonUnavailable
@@ -57,7 +57,9 @@ def cmd_status(client: BlockingClient, args: argparse.Namespace) -> int:
 
 def cmd_search(client: BlockingClient, args: argparse.Namespace) -> int:
     query = " ".join(args.query)
-    search = Search(query=query, limit=args.limit, path=args.path, mode=args.mode)
+    search = Search(
+        query=query, limit=args.limit, path=args.path, mode=args.mode, **filters.values(args)
+    )
     reply = client.request(search, SearchReply)
     if args.json:
         render.emit_json(reply)
@@ -106,7 +108,8 @@ def cmd_reload(client: BlockingClient, args: argparse.Namespace) -> int:
 
 
 def cmd_files(client: BlockingClient, args: argparse.Namespace) -> int:
-    reply = client.request(FindFiles(glob=args.glob, limit=args.limit), FindFilesReply)
+    listing = FindFiles(glob=args.glob, limit=args.limit, **filters.values(args))
+    reply = client.request(listing, FindFilesReply)
     if args.json:
         render.emit_json(reply)
     else:
@@ -244,7 +247,7 @@ SEARCH_HELP = (
     "- is a query word (kbctl search python -django), and options may come before or after "
     "the query. After --, every word is a query word (kbctl search -- --verbose)."
 )
-SEARCH_VALUED = frozenset({"--limit", "--path", "--mode"})
+SEARCH_VALUED = frozenset({"--limit", "--path", "--mode", *filters.VALUED})
 """The options of ``kbctl search`` that take a value (see ``search_argv``)."""
 
 
@@ -266,6 +269,7 @@ def _add_search(sub: Any) -> None:
         choices=("auto", "words", "all", "any", "raw", "hybrid", "semantic"),
         help="auto: hybrid where search by meaning is on, else words; words: every term, then any",
     )
+    filters.add(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_search)
 
@@ -286,6 +290,7 @@ def _add_files(sub: Any) -> None:
         "glob", nargs="?", default="*", type=paths.given, help="a folder or a glob (as --path)"
     )
     p.add_argument("--limit", type=int, default=100, help="files to list (1-1000)")
+    filters.add(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_files)
 
@@ -351,6 +356,8 @@ SUBCOMMANDS: dict[str, Callable[[Any], None]] = {
     "reindex": _add_reindex,
     "reload": _add_reload,
     "files": _add_files,
+    "recent": structure.add_recent_parser,
+    "links": structure.add_links_parser,
     "read": _add_read,
     "roots": roots.add_parser,
     "why": roots.add_why_parser,

@@ -230,6 +230,7 @@ def search(reply: SearchReply, *, color: bool) -> str:
 def files(reply: FindFilesReply) -> str:
     rows = [
         f"{f.machine + ':' if f.machine else ''}{f.path}  {f.size:,} B  {ago(f.last_modified)}"
+        + ("  (note)" if f.note else "")
         for f in reply.files
     ]
     if reply.truncated:

@@ -40,6 +40,7 @@ from kbindex.daemon.index.interface import Index, IndexRefused
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.semantic import meaning as semantic
@@ -213,6 +214,9 @@ async def _serve(
 def _index(settings: Settings, roots: Roots) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
     of them (it keeps no text), from ``roots`` only."""
+    rules = {str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds}
+    boosts = None if settings.kind_boosts is None else dict(settings.kind_boosts)
+    kinds = Classifier(rules, boosts)
     name = settings.backend
     try:
         backend = backends.load(name)
@@ -222,7 +226,7 @@ def _index(settings: Settings, roots: Roots) -> Index:
         raise BackendMissing(
             f"backend {name} needs kbindex[{name}] installed ({exc.name} is missing)"
         ) from None
-    return backend.configured(settings, roots)
+    return backend.configured(settings, roots, kinds)
 
 
 def _meaning(control: Control, index: Index, commits: Commits, health: Health) -> semantic.Meaning:

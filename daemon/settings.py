@@ -25,6 +25,7 @@ import pathspec
 import platformdirs
 from kbindex.daemon import root_changes, sandbox
 from kbindex.daemon.extracting import extractor, formats
+from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, BadKinds, Kinds, ranking_boosts
 from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign, owner_name
 
 ALL_TEXT = "*"
@@ -41,7 +42,9 @@ SEMANTIC_MODES = ("auto", "off")
 BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
-ROOT_KEYS = frozenset({"include", "exclude", "watch", "writable", "semantic"})
+ROOT_KEYS = frozenset(
+    {"include", "exclude", "watch", "writable", "semantic", "name", "description", "kinds"}
+)
 
 
 class SettingsError(Exception):
@@ -63,6 +66,12 @@ class RootOptions:
     """Whether clients may create, edit, move and delete notes here (``serving.notes``)."""
     semantic: str | None = None
     """``auto`` or ``off``; None: the global ``semantic`` setting."""
+    name: str = ""
+    """The root's name as a scope of queries ("": its folder's name)."""
+    description: str = ""
+    """What the root holds, returned with its hits."""
+    kinds: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Kind rules put before the defaults (``indexing.kinds``): kind, patterns."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,9 @@ class Settings:
     pg_timeout_seconds: float = 60.0
     """A write to a shared index running longer is cancelled; the daemon stops waiting
     for a server that does not answer 5 s after that (reads: 5 s, then 5 s)."""
+    kind_boosts: tuple[tuple[str, float], ...] | None = None
+    """``[kind_boosts]`` of the config file: how much each kind counts in ranking (None:
+    ``kinds.DEFAULT_BOOSTS``)."""
 
     def options_for(self, root: Path) -> RootOptions:
         for options in self.root_options:
@@ -335,7 +347,7 @@ OPTIONS: Final = (
            metavar="SECONDS", cli_type=float,
            help="close a connection that takes longer to send a frame or take a reply"),
 )  # fmt: skip
-KNOWN_KEYS: Final = frozenset({"roots", "root", *(option.key for option in OPTIONS)})
+KNOWN_KEYS: Final = frozenset({"roots", "root", "kind_boosts", *(option.key for option in OPTIONS)})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -421,6 +433,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         cli_roots=tuple(Path(r) for r in args.roots or ()),
         root_options=root_options,
         roots_source=roots_source,
+        kind_boosts=_kind_boosts(file_values.get("kind_boosts")),
         **values,
     )
 
@@ -462,6 +475,22 @@ def _check_dsn_file(path: Path, dsn: str) -> None:
             f" its dsn holds a password; chmod go-r {given}, or keep the password in"
             " ~/.pgpass"
         )
+
+
+def _kind_boosts(raw: Any) -> tuple[tuple[str, float], ...] | None:
+    """``[kind_boosts]``: kind = factor, over the defaults."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values()
+    ):
+        raise SettingsError("kind_boosts must be a table of kind = number, like changelog = 0.6")
+    boosts = {**DEFAULT_BOOSTS, **{str(k): float(v) for k, v in raw.items()}}
+    try:
+        ranking_boosts(boosts)
+    except BadKinds as exc:
+        raise SettingsError(f"kind_boosts: {exc}") from None
+    return tuple(boosts.items())
 
 
 def _read_config(path: Path, *, required: bool) -> dict[str, Any]:
@@ -610,9 +639,37 @@ def _root_options(
                 watch=_one_of(WATCH_MODES, table.get("watch"), f"{where} watch"),
                 writable=_flag(table.get("writable", False), f"{where} writable"),
                 semantic=_one_of(SEMANTIC_MODES, table.get("semantic"), f"{where} semantic"),
+                name=_label(table.get("name"), f"{where} name"),
+                description=_label(table.get("description"), f"{where} description"),
+                kinds=_kinds(table.get("kinds"), f"{where} kinds"),
             )
         )
+    names = [o.name for o in options if o.name]
+    if len(names) != len(set(names)):
+        raise SettingsError(f"two roots have the same name: {', '.join(sorted(names))}")
     return tuple(options)
+
+
+def _label(raw: Any, key: str) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str) or len(raw) > 1000:
+        raise SettingsError(f"{key} must be text (at most 1000 characters)")
+    return raw.strip()
+
+
+def _kinds(raw: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A root's ``kinds`` table: kind = [patterns], checked by ``kinds.Kinds``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SettingsError(f'{key} must be a table like {{ generated = ["out/**"] }}')
+    rules = tuple((str(kind), _globs(patterns, f"{key}.{kind}")) for kind, patterns in raw.items())
+    try:
+        Kinds(dict(rules))
+    except BadKinds as exc:
+        raise SettingsError(f"{key}: {exc}") from None
+    return rules
 
 
 def _flag(raw: Any, key: str) -> bool:

@@ -199,10 +199,17 @@ class Backend:
     # ------------------------------------------------------------ operations
 
     async def search(
-        self, query: str, limit: int, path: str | None, mode: str = "auto"
+        self,
+        query: str,
+        limit: int,
+        path: str | None,
+        mode: str = "auto",
+        filters: dict[str, Any] | None = None,
     ) -> SearchReply:
+        """``filters``: the fields of ``Filtered`` (``where.filters``)."""
         return await self.call(
-            lambda c: c.search(query, limit=limit, path=path, mode=mode), seconds=REQUEST_TIMEOUT
+            lambda c: c.search(query, limit=limit, path=path, mode=mode, **(filters or {})),
+            seconds=REQUEST_TIMEOUT,
         )
 
     async def status(self) -> StatusReply:
@@ -218,8 +225,13 @@ class Backend:
     async def grep(self, grep: Grep) -> GrepReply:
         return await self.call(lambda c: c.request(grep, GrepReply), seconds=REQUEST_TIMEOUT)
 
-    async def find_files(self, glob: str, limit: int) -> FindFilesReply:
-        return await self.call(lambda c: c.find_files(glob, limit), seconds=REQUEST_TIMEOUT)
+    async def find_files(
+        self, glob: str, limit: int, filters: dict[str, Any] | None = None, newest: bool = False
+    ) -> FindFilesReply:
+        return await self.call(
+            lambda c: c.find_files(glob, limit, newest=newest, **(filters or {})),
+            seconds=REQUEST_TIMEOUT,
+        )
 
     async def note(self, request: NoteRequest) -> NoteReply:
         return await self.call(

@@ -138,7 +138,8 @@ def search(reply: SearchReply, query: str, notes: list[str]) -> tuple[dict[str, 
             f"{n}. {hit.machine + ':' if hit.machine else ''}{hit.path}:{hit.line}{title}"
             f"{f' (page {hit.page}, line {hit.page_line})' if hit.page else ''}"
             f" [modified {item['last_modified'][:10]}]\n"
-            f"   {item['snippet']}"
+            + (f"   ({_clip(hit.context, 200)})\n" if hit.context else "")
+            + f"   {item['snippet']}"
         )
         cost_json, cost_text = _size(item), len(block) + 1
         if hits and (used_json + cost_json > BUDGET or used_text + cost_text > BUDGET):

@@ -41,6 +41,13 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "properties": properties}
 
 
+_WHERE: Final = {
+    "type": "string",
+    "description": "kind:doc tag:x k=v modified:7d scope:ROOT",
+}
+"""search's, grep's and find_files' ``where`` (``where.py``)."""
+
+
 def _list(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": _object(item)}
 
@@ -62,9 +69,9 @@ SEARCH: Final = types.Tool(
     name="search",
     title="Search files",
     description=(
-        "Ranked search of the user's files (notes, docs, code): words in any order "
-        '(a question works), "exact phrase", -exclude, prefix*; meaning too if on. '
-        "Each result: path, line of the match, snippet (matches in ⟦ ⟧); then "
+        "Ranked search of the user's files (notes, docs, code): words in any order, "
+        '"exact phrase", -exclude, prefix*; meaning too if on. '
+        "Each result: path, line, snippet (matches in ⟦ ⟧); then "
         "read_file(path, start_line=line-5)."
     ),
     input_schema={
@@ -74,9 +81,10 @@ SEARCH: Final = types.Tool(
             "limit": {"type": "integer", "minimum": MIN_LIMIT, "maximum": MAX_LIMIT, "default": 10},
             "path_glob": {
                 "type": ["string", "null"],
-                "description": "Only under this folder ('notes/') or glob ('docs/*.md').",
+                "description": "A folder ('notes/') or glob ('docs/*.md').",
             },
             "mode": {"enum": list(SEARCH_MODES)},
+            "where": _WHERE,
         },
         "required": ["query"],
     },
@@ -114,8 +122,8 @@ GREP: Final = types.Tool(
     title="Grep files",
     description=(
         "Lines matching a regex (ripgrep syntax) or a literal in the indexed files, "
-        "exactly as rg finds them: path:line:text, paths relative to the folder named "
-        "above them. For topics, not strings, use search."
+        "as rg finds them: path:line:text, paths relative to the folder above "
+        "them. For topics use search."
     ),
     input_schema={
         "type": "object",
@@ -125,6 +133,7 @@ GREP: Final = types.Tool(
             "case_sensitive": {"type": "boolean", "default": True},
             "word": {"type": "boolean", "default": False},
             "path_glob": {"type": ["string", "null"]},
+            "where": _STR,
             "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "default": 0},
             "limit": {
                 "type": "integer",
@@ -206,8 +215,8 @@ REFRESH: Final = types.Tool(
     name="refresh_index",
     title="Refresh the index",
     description=(
-        "Re-index now and wait. Changes are indexed within seconds anyway: use it only "
-        "when a file just written is not found; filepath (file or folder) narrows it."
+        "Re-index now and wait. Changes are indexed within seconds anyway: only for a "
+        "file just written and not found; filepath narrows it."
     ),
     input_schema={"type": "object", "properties": {"filepath": {"type": ["string", "null"]}}},
     output_schema=_object(
@@ -228,7 +237,7 @@ READ_FILE: Final = types.Tool(
     name="read_file",
     title="Read a file",
     description=(
-        "Numbered lines of an indexed file (path absolute or relative to an indexed "
+        "Numbered lines of an indexed file (absolute or relative to an indexed "
         "folder), ~12 KB per answer; if truncated, go on at start_line=next_start_line. "
         "end_line is inclusive."
     ),
@@ -261,14 +270,14 @@ FIND_FILES: Final = types.Tool(
     name="find_files",
     title="Find files by name",
     description=(
-        "Indexed files under a folder or matching a glob: find a file by name or list a "
-        "folder. Relative to an indexed folder or absolute; '*' crosses '/': 'notes/', "
-        "'*.md'."
+        "Indexed files under a folder or matching a glob, relative to an indexed folder "
+        "or absolute; '*' crosses '/': 'notes/', '*.md'."
     ),
     input_schema={
         "type": "object",
         "properties": {
             "glob": {"type": "string", "default": "*"},
+            "where": _STR,
             "limit": {
                 "type": "integer",
                 "minimum": 1,

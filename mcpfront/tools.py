@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
-from kbindex.mcpfront import matches, notes, results, schemas
+from kbindex.mcpfront import matches, notes, results, schemas, where
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
@@ -54,11 +54,11 @@ class Toolbox:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._handlers: dict[str, tuple[frozenset[str], Callable[[Call], Awaitable[Outcome]]]] = {
-            "search": (frozenset(("query", "limit", "path_glob", "mode")), self._search),
+            "search": (frozenset(("query", "limit", "path_glob", "mode", "where")), self._search),
             "get_index_stats": (frozenset(), self._stats),
             "refresh_index": (frozenset(("filepath",)), self._refresh),
             "read_file": (frozenset(("path", "start_line", "end_line")), self._read_file),
-            "find_files": (frozenset(("glob", "limit")), self._find_files),
+            "find_files": (frozenset(("glob", "limit", "where")), self._find_files),
             "grep": (GREP_ARGUMENTS, self._grep),
         }
         for name in notes.NAMES:
@@ -120,7 +120,8 @@ class Toolbox:
             raise ArgumentError(
                 f"The argument 'mode' must be one of {', '.join(schemas.SEARCH_MODES)}."
             )
-        reply = await self.backend.search(query, limit, path_glob, mode)
+        filters = where.filters(args.string("where"))
+        reply = await self.backend.search(query, limit, path_glob, mode, filters)
         return results.search(reply, query, [*args.notes, *reply.notes])
 
     async def _stats(self, call: Call) -> Outcome:
@@ -162,7 +163,10 @@ class Toolbox:
             "limit", default=FIND_LIMIT, minimum=1, maximum=MAX_FIND_LIMIT, clamp_high=True
         )
         assert limit is not None
-        reply = await self.backend.find_files(glob, limit)
+        filters = where.filters(args.string("where"))
+        # With a modified span, what changed lately: the newest first.
+        newest = bool(filters.get("modified"))
+        reply = await self.backend.find_files(glob, limit, filters, newest)
         return results.find_files(reply, glob, limit, MAX_FIND_LIMIT, [*args.notes, *reply.notes])
 
     async def _grep(self, call: Call) -> Outcome:
@@ -186,6 +190,7 @@ class Toolbox:
             before=context,
             after=context,
             limit=limit,
+            **where.filters(args.string("where")),
         )
         reply = await self.backend.grep(grep)
         # The lines carry absolute paths; the text shows them relative to their root,

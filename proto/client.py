@@ -18,7 +18,7 @@ import itertools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
@@ -50,6 +50,8 @@ from kbindex.proto.messages import (
     FindFilesReply,
     Hello,
     HelloReply,
+    Links,
+    LinksReply,
     Ping,
     Pong,
     Progress,
@@ -262,10 +264,17 @@ class Client:
         return await self.request(Status(), StatusReply)
 
     async def search(
-        self, query: str, *, limit: int = 10, path: str | None = None, mode: str = "auto"
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        path: str | None = None,
+        mode: str = "auto",
+        **filters: Any,
     ) -> SearchReply:
+        """``filters``: the fields of ``Filtered`` (``kind=["doc"]``, ``tag=[...]``...)."""
         return await self.request(
-            Search(query=query, limit=limit, path=path, mode=mode), SearchReply
+            Search(query=query, limit=limit, path=path, mode=mode, **filters), SearchReply
         )
 
     async def refresh(self, paths: list[str] | None = None, *, full: bool = False) -> RefreshReply:
@@ -287,8 +296,12 @@ class Client:
             ReadFile(path=path, start_line=start_line, end_line=end_line), ReadFileReply
         )
 
-    async def find_files(self, glob: str = "*", limit: int = 100) -> FindFilesReply:
-        return await self.request(FindFiles(glob=glob, limit=limit), FindFilesReply)
+    async def find_files(self, glob: str = "*", limit: int = 100, **filters: Any) -> FindFilesReply:
+        """``filters``: as ``search``'s."""
+        return await self.request(FindFiles(glob=glob, limit=limit, **filters), FindFilesReply)
+
+    async def links(self, path: str, *, backlinks: bool = False) -> LinksReply:
+        return await self.request(Links(path=path, backlinks=backlinks), LinksReply)
 
     async def why(self, path: str) -> WhyReply:
         return await self.request(Why(path=path), WhyReply)

@@ -48,7 +48,35 @@ class Status(Request, tag="status", frozen=True):
     pass
 
 
-class Search(Request, tag="search", frozen=True):
+MAX_FILTER_VALUES: Final = 20
+FilterValue = Annotated[str, msgspec.Meta(max_length=1000)]
+FilterValues = Annotated[list[FilterValue], msgspec.Meta(max_length=MAX_FILTER_VALUES)]
+
+
+class Filtered(Request, kw_only=True, frozen=True):
+    """Filters on what a file holds besides its words (issue 41), the same for search,
+    grep and find_files, applied inside the query (before its limit). Each value that
+    cannot be read is a ``bad_query`` error; a filter no indexed file passes gets a
+    note."""
+
+    kind: FilterValues = []
+    """Any of these kinds: doc, code, test, config, data, generated, changelog,
+    vendored, other."""
+    tag: FilterValues = []
+    """Every one of these tags (``#x`` in a Markdown text or ``tags:`` in its front
+    matter)."""
+    field: FilterValues = []
+    """Every one of these ``key=value`` pairs of the front matter."""
+    modified: FilterValue | None = None
+    """Last modified in a span: ``7d``, ``2 weeks``, ``2024-05``, ``2024-01..2024-03``."""
+    date: FilterValues = []
+    """A front matter date (``created``, ``date``, ``updated``; ``created:7d`` names
+    one) in each span."""
+    scope: FilterValues = []
+    """Any of these roots, by name (``name`` in the configuration, else the folder's)."""
+
+
+class Search(Filtered, tag="search", kw_only=True, frozen=True):
     query: str
     limit: int = 10
     path: Pattern | None = None
@@ -66,7 +94,7 @@ MAX_GREP_LIMIT: Final = 1000
 MAX_CONTEXT: Final = 20
 
 
-class Grep(Request, tag="grep", frozen=True):
+class Grep(Filtered, tag="grep", kw_only=True, frozen=True):
     """Lines of the indexed files that match a regex or a literal, as ripgrep
     (``rg -uu``) prints them for the same files and flags."""
 
@@ -159,9 +187,20 @@ class ReadFile(Request, tag="read_file", frozen=True):
     end_line: int | None = None
 
 
-class FindFiles(Request, tag="find_files", frozen=True):
+class FindFiles(Filtered, tag="find_files", kw_only=True, frozen=True):
     glob: Pattern = "*"
     limit: int = 100
+    newest: bool = False
+    """Newest first (the most recently modified): with ``modified``, what changed
+    lately; else in path order."""
+
+
+class Links(Request, tag="links", frozen=True):
+    """The links of an indexed file, or (``backlinks``) the links that lead to it, from
+    the index: Markdown links and ``[[wikilinks]]`` between files of one root."""
+
+    path: str
+    backlinks: bool = False
 
 
 class Why(Request, tag="why", frozen=True):
@@ -213,6 +252,7 @@ AnyRequest = (
     | Refresh
     | ReadFile
     | FindFiles
+    | Links
     | Why
     | AddRoot
     | RemoveRoot
@@ -504,6 +544,8 @@ class Hit(msgspec.Struct, kw_only=True):
     ``line`` is then the line of the whole extracted text (as read_file numbers it), and
     ``page_line`` the line within the page."""
     page_line: int = 0
+    context: str = ""
+    """The description of the file's root, where the configuration gives one."""
 
 
 class SearchReply(Reply, tag="search", frozen=True):
@@ -613,6 +655,8 @@ class FileInfo(msgspec.Struct, kw_only=True):
     last_modified: float
     machine: str = ""
     """As ``Hit.machine``."""
+    note: bool = False
+    """Written, edited or moved through the daemon's note requests since it started."""
 
 
 class FindFilesReply(Reply, tag="find_files", frozen=True):
@@ -621,6 +665,28 @@ class FindFilesReply(Reply, tag="find_files", frozen=True):
     truncated: bool
     notes: list[str] = []
     """As ``SearchReply.notes``: a glob that matches no indexed file."""
+
+
+class LinkInfo(msgspec.Struct, kw_only=True):
+    source: str
+    """The linking file (absolute)."""
+    target: str
+    """The file linked to (absolute); for a wikilink naming no file, the name as
+    written under the root."""
+    text: str
+    line: int
+    """Of the link in ``source``."""
+    broken: bool = False
+    """The target is neither in the index nor on disk."""
+    wiki: bool = False
+
+
+class LinksReply(Reply, tag="links", frozen=True):
+    path: str
+    links: list[LinkInfo]
+    """In path order, then line order."""
+    broken: int = 0
+    notes: list[str] = []
 
 
 class WhyReply(Reply, tag="why", frozen=True):
@@ -675,6 +741,7 @@ AnyReply = (
     | RefreshReply
     | ReadFileReply
     | FindFilesReply
+    | LinksReply
     | WhyReply
     | RootsReply
 )

@@ -314,9 +314,12 @@ async def test_a_note_written_while_the_index_disk_is_full_is_kept_and_indexed_l
         with pytest.raises(DaemonError):
             async for _ in c.refresh_wait():
                 pass
-    reply = await note(d, AppendNote(path="journal.md", text="narwhal sighting"))
+    # Words enough that its index rows need more room than the failed batch left
+    # allocated in the index's files (a short note can fit there, disk full or not).
+    text = "narwhal sighting\n" + " ".join(f"tally{i}" for i in range(40_000))
+    reply = await note(d, AppendNote(path="journal.md", text=text))
     assert reply.index_error  # written, not searchable yet: a success to not repeat
-    assert (root / "journal.md").read_text() == "narwhal sighting"
+    assert (root / "journal.md").read_text() == text
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
 
     async def indexed() -> bool:

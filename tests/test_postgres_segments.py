@@ -73,13 +73,31 @@ def test_upgrading_a_version_2_database_reads_nothing_again(version_2: Any) -> N
         (long, long),
     )
     before = version_2.execute(SEGMENTS, (long,)).fetchall()
-    schema.migrate(version_2)
+    schema.migrate(version_2, upto=4)  # v5 has every file read again (issue 41)
     version_2.execute(f"SET search_path = {schema.NAMESPACE}")
     assert version_2.execute("SELECT mtime_ns FROM kb_files").fetchall() == [(7,)]
     version = version_2.execute("SELECT value FROM kb_meta WHERE key = 'schema'").fetchone()
-    assert version == (str(schema.SCHEMA_VERSION),)
+    assert version == ("4",)
     assert version_2.execute(SEGMENTS, (long,)).fetchall() == before
     body = version_2.execute(
         "SELECT pg_get_functiondef('kb_segments(regconfig, text)'::regprocedure)"
     ).fetchone()
     assert "ORDINALITY" in body[0]  # the one-pass function replaced version 2's
+
+
+def test_version_5_has_every_indexed_file_read_again(version_2: Any) -> None:
+    """Kinds, front matter fields and links are filled by reading the files again: the
+    upgrade forgets each indexed file's mtime (issue 41)."""
+    version_2.execute(
+        "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns, indexed_at,"
+        " ctime_ns, ino, dev) VALUES (1, 'm', '/r/a.md', '/r', 'a.md', 1, 7, 0, 0, 0, 0)"
+    )
+    schema.migrate(version_2)
+    version_2.execute(f"SET search_path = {schema.NAMESPACE}")
+    assert version_2.execute("SELECT mtime_ns, kind FROM kb_files").fetchall() == [(-1, "")]
+    version_2.execute("INSERT INTO kb_docs VALUES (1, '', 'x', 1, '', '', '', false)")
+    version_2.execute("INSERT INTO kb_fields VALUES (1, 'tag', '', 'x', NULL)")
+    version_2.execute("INSERT INTO kb_links VALUES (1, 'b.md', false, 'b', 1)")
+    version_2.execute("DELETE FROM kb_docs")  # their rows go with the document
+    assert version_2.execute("SELECT count(*) FROM kb_fields").fetchone() == (0,)
+    assert version_2.execute("SELECT count(*) FROM kb_links").fetchone() == (0,)

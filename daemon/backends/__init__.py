@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final, Protocol, cast
 
 if TYPE_CHECKING:
     from kbindex.daemon.index.interface import Index
+    from kbindex.daemon.indexing.kinds import Classifier
     from kbindex.daemon.roots import Roots
     from kbindex.daemon.settings import Settings
 
@@ -27,9 +28,10 @@ BACKENDS: Final = {
 class Backend(Protocol):
     """A backend's class: builds its index from the settings."""
 
-    def configured(self, settings: Settings, roots: Roots) -> Index:
+    def configured(self, settings: Settings, roots: Roots, kinds: Classifier) -> Index:
         """The index the settings describe; ``roots`` are the only place a backend
-        that keeps no text reads files from."""
+        that keeps no text reads files from; ``kinds`` names each file's kind (and
+        their boosts in ranking)."""
         ...
 
 

@@ -18,12 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from kbindex.daemon.index.plan import Plan
+from kbindex.daemon.index.plan import NO_FILTERS, Filters, Plan
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
     Described,
     FileState,
+    Linked,
     Listing,
     Query,
     Record,
@@ -160,10 +161,19 @@ class Index(Protocol):
         """``search`` as (document id, score) pairs, the total and the mode."""
         ...
 
-    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
-        """The indexed files within ``path_filter`` (None: all), by root and path, at
-        most ``limit`` (None: all of them), and how many there are: for a listing, for
-        a search by meaning within a path (their ids), for the files to embed."""
+    def files(
+        self,
+        path_filter: str | None,
+        limit: int | None = None,
+        filters: Filters = NO_FILTERS,
+        *,
+        newest: bool = False,
+    ) -> Listing:
+        """The indexed files within ``path_filter`` (None: all) that ``filters`` keep
+        (its own ``path`` left aside: ``path_filter`` is the one path rule here), by
+        root and path (``newest``: the most recently modified first), at most ``limit``
+        (None: all of them), and how many there are: for a listing, for a search by
+        meaning within a path and filters (their ids), for the files to embed."""
         ...
 
     def state(self, path: str, *, under: bool = False) -> FileState | None:
@@ -184,11 +194,14 @@ class Index(Protocol):
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> Candidates:
         """The files that may hold a match of a grep: those the trigram ``query`` and
         the ``words`` admit, those under a ``pending`` path (a change not indexed yet)
         and the ``new`` files (path, relpath) not indexed yet, within ``path_filter``;
-        past PENDING_PATHS pending paths, every indexed file."""
+        past PENDING_PATHS pending paths, every indexed file. ``filters`` (issue 41)
+        keep only the indexed files they admit (no pending or new file: the index does
+        not know what they are yet)."""
         ...
 
     def records(self, ids: Sequence[int]) -> list[Record]:
@@ -199,4 +212,9 @@ class Index(Protocol):
     def retire_machine(self, name: str) -> int:
         """Remove a machine no daemon writes any more, and its rows, from a shared index
         (IndexRefused on a backend of one machine, or while a daemon writes it)."""
+        ...
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        """The links of the file ``path`` (``out``), or those that lead to it (``in``),
+        each once, in path and line order."""
         ...

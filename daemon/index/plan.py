@@ -98,11 +98,44 @@ class PathFilter:
 
 
 @dataclass(frozen=True, slots=True)
+class DateRange:
+    """A time span in POSIX seconds: ``after`` inclusive, ``before`` exclusive; None is
+    open on that side."""
+
+    after: float | None = None
+    before: float | None = None
+    key: str = ""
+    """For a front matter date: which one (``created``, ``date``, ``updated``), or ""
+    for any of them."""
+
+
+@dataclass(frozen=True, slots=True)
 class Filters:
-    """What a document must be to be found, applied inside the query. Each new filter
-    (roots, kinds, tags, fields, dates) is a field with a default that keeps all."""
+    """What a document must be to be found, applied inside the query (before the
+    ranking's cut: a small collection's hits are never hidden by a large one's). Built
+    from what a client typed by ``searching.filters``; each backend renders it."""
 
     path: PathFilter | None = None
+    roots: tuple[str, ...] = ()
+    """Files of one of these roots (absolute paths): named scopes."""
+    kinds: tuple[str, ...] = ()
+    """Files of one of these kinds (``indexing.kinds``)."""
+    tags: tuple[str, ...] = ()
+    """Files holding every one of these tags (lower case, no ``#``)."""
+    fields: tuple[tuple[str, str], ...] = ()
+    """Files whose front matter has every ``(key, value)`` (values compared without
+    regard to case)."""
+    modified: DateRange | None = None
+    """Files last modified in this span."""
+    dated: tuple[DateRange, ...] = ()
+    """Files with a front matter date in each span."""
+
+    @property
+    def structured(self) -> bool:
+        """Any filter besides the path: on roots, kinds, tags, fields or dates."""
+        return bool(
+            self.roots or self.kinds or self.tags or self.fields or self.modified or self.dated
+        )
 
 
 NO_FILTERS: Final = Filters()

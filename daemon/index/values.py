@@ -88,6 +88,45 @@ mtime, and a skip recorded with the real mtime would stay until the file is edit
 
 # ---------------------------------------------------------------- what a backend writes
 
+
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """What a file's front matter and text hold (``indexing.frontmatter``)."""
+
+    fields: tuple[tuple[str, str], ...] = ()
+    tags: tuple[str, ...] = ()
+    dates: tuple[tuple[str, float], ...] = ()
+    """``(key, POSIX seconds)`` for each of ``created``, ``date``, ``updated`` that reads
+    as a date."""
+    problem: str = ""
+    """Why the front matter was not read ("" when it was, or when there is none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link from a file to another one of its root (``indexing.links``)."""
+
+    target: str
+    """The path relative to the root; for a wikilink, its name as written (``Note.md``
+    for ``[[Note]]``)."""
+    text: str
+    line: int
+    """Where it is in the linking file, from 1."""
+    wiki: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Structure:
+    """What a file's text holds besides its words, as the index keeps it for filters
+    and links (``indexing.structure``)."""
+
+    front: FrontMatter = FrontMatter()
+    links: tuple[Link, ...] = ()
+
+
+NO_STRUCTURE: Final = Structure()
+
+
 Row = tuple[str, str, str, str, str]
 """The values of a document's full-text columns, in the order ``bm25()`` weights them:
 ``name`` (path relative to its root), ``title``, ``body``, ``subwords`` and ``grams``
@@ -108,6 +147,7 @@ class Document:
     row: Row
     exact: str
     grams: str
+    structure: Structure = NO_STRUCTURE
 
 
 Update = tuple[Seen, Document | Skipped]
@@ -173,6 +213,24 @@ class Indexed(File):
     id: int
     indexed_at: float
     """When it was last written (search by meaning embeds it again when this moves)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Linked:
+    """A link between two files of one root, as the index holds it (issue 41)."""
+
+    source: str
+    """The linking file (absolute)."""
+    target: str
+    """The file linked to (absolute): where a Markdown link leads, or the file a
+    wikilink's name resolves to; for a wikilink that names no file, the root joined
+    with the name as written."""
+    text: str
+    line: int
+    found: bool
+    """Whether the index holds the target (indexed or skipped); False: a broken link,
+    unless the file exists but is left out of the index (the service looks)."""
+    wiki: bool = False
 
 
 class Listing(NamedTuple):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Final, TypeVar
 
 from kbindex.daemon.index.values import Document, Loaded, Row
-from kbindex.daemon.indexing import grams, tokens
+from kbindex.daemon.indexing import grams, structure, tokens
 
 T = TypeVar("T")
 STATEMENT_CHARS: Final = 1 << 20
@@ -23,12 +23,14 @@ size."""
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
-    """``loaded`` (the file at ``relpath`` in its root) with its column values."""
+    """``loaded`` (the file at ``relpath`` in its root) with its column values and
+    structure."""
     row, exact = row_and_words(relpath, loaded.title, loaded.text)
     trigrams = grams.of_text(row[2], loaded.encoding)
     if "\x00" in loaded.text:
         trigrams += f"{grams.NUL_MARK} "
-    return Document(loaded, row, exact, trigrams)
+    found = structure.of(relpath, loaded.text)
+    return Document(loaded, row, exact, trigrams, found)
 
 
 def row_and_words(relpath: str, title: str, body: str) -> tuple[Row, str]:

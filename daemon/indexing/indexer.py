@@ -349,7 +349,11 @@ class Indexer:
                 self._warned.add(key)
                 log.log(level, "skipping %s: %s (%s)", seen.path, outcome.reason, outcome.detail)
             if isinstance(outcome, textfile.Loaded):
-                updates.append((seen, documents.prepare(seen.relpath, outcome)))
+                doc = documents.prepare(seen.relpath, outcome)
+                if doc.structure.front.problem:
+                    # The file is indexed all the same, without its front matter's fields.
+                    self.health.record(Problem(seen.path, doc.structure.front.problem))
+                updates.append((seen, doc))
             else:
                 updates.append((seen, outcome))
         return updates, vanished

@@ -108,6 +108,11 @@ class Notes:
         paths = list(dict.fromkeys(p for n, p in self._log if n > since))
         return self._cursor, paths, missed
 
+    def written(self) -> set[str]:
+        """The notes written, edited, moved or deleted through the daemon that it still
+        remembers (``changes_since``'s log)."""
+        return {p for _, p in self._log}
+
     def wake(self) -> None:
         """Ends every waiting ``changes_since`` (shutdown)."""
         self._changed.set()

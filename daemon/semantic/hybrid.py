@@ -31,7 +31,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 from kbindex.daemon.index.interface import Index
-from kbindex.daemon.index.plan import PathFilter, Plan
+from kbindex.daemon.index.plan import Filters, Plan
 from kbindex.daemon.index.values import Hit, SearchResult
 from kbindex.daemon.searching import passages
 from kbindex.daemon.semantic.matrix import Passage, Ranking
@@ -62,7 +62,7 @@ def search(
     words: bool,
 ) -> SearchResult:
     """Hybrid (``words``) or semantic search, on a reader thread."""
-    allowed = _allowed(index, plan.filters.path)
+    allowed = _allowed(index, plan.filters)
     limit = plan.limit
     wanted = max(limit, CANDIDATES)
     if not words:
@@ -104,12 +104,14 @@ def fuse(
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _allowed(index: Index, path: PathFilter | None) -> npt.NDArray[np.int64] | None:
-    """The ids of the indexed files a path filter keeps (None: no filter). Applied
-    before the vector ranking is cut, never after (that would return false empties)."""
-    if path is None:
+def _allowed(index: Index, filters: Filters) -> npt.NDArray[np.int64] | None:
+    """The ids of the indexed files the filters keep (None: no filter). Applied before
+    the vector ranking is cut, never after (that would return false empties)."""
+    if filters.path is None and not filters.structured:
         return None
-    return np.array(sorted(f.id for f in index.files(path.typed).files), dtype=np.int64)
+    typed = None if filters.path is None else filters.path.typed
+    listed = index.files(typed, None, filters).files
+    return np.array(sorted(f.id for f in listed), dtype=np.int64)
 
 
 def _hits(index: Index, fused: list[_Candidate], needles: tuple[str, ...]) -> list[Hit]:

@@ -21,6 +21,7 @@ from kbindex.proto.messages import (
     GrepReply,
     Hit,
     LagReport,
+    LinkInfo,
     MachineCount,
     NoteReply,
     ReconcileReport,
@@ -90,7 +91,7 @@ def root_status(
     )
 
 
-def file_info(f: index.File) -> FileInfo:
+def file_info(f: index.File, note: bool = False) -> FileInfo:
     return FileInfo(
         path=f.path,
         root=f.root,
@@ -98,10 +99,17 @@ def file_info(f: index.File) -> FileInfo:
         size=f.size,
         last_modified=f.mtime_ns / 1e9,
         machine=f.machine,
+        note=note,
     )
 
 
-def hit(h: index.Hit, page: tuple[int, int] = (0, 0)) -> Hit:
+def link(x: index.Linked, *, broken: bool) -> LinkInfo:
+    return LinkInfo(
+        source=x.source, target=x.target, text=x.text, line=x.line, broken=broken, wiki=x.wiki
+    )
+
+
+def hit(h: index.Hit, page: tuple[int, int] = (0, 0), context: str = "") -> Hit:
     return Hit(
         path=h.path,
         root=h.root,
@@ -115,6 +123,7 @@ def hit(h: index.Hit, page: tuple[int, int] = (0, 0)) -> Hit:
         machine=h.machine,
         page=page[0],
         page_line=page[1],
+        context=context,
     )
 
 

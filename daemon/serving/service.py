@@ -16,7 +16,7 @@ from concurrent.futures import Executor
 from contextlib import suppress
 from dataclasses import replace
 from functools import partial
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -45,6 +45,7 @@ from kbindex.daemon.serving.failures import (
     InvalidArgument,
     VersionMismatch,
 )
+from kbindex.daemon.serving.filtering import Filtering
 from kbindex.daemon.serving.scopes import Scopes
 from kbindex.daemon.settings import Settings
 from kbindex.daemon.watching.changes import Changes
@@ -66,6 +67,8 @@ from kbindex.proto.messages import (
     GrepReply,
     Hello,
     HelloReply,
+    Links,
+    LinksReply,
     MoveNote,
     NoteChanges,
     NoteChangesReply,
@@ -102,6 +105,7 @@ CAPABILITIES: Final = [
     "refresh.progress",
     "read_file",
     "find_files",
+    "links",
     "grep",
     "why",
     "watch",
@@ -138,6 +142,7 @@ class Service:
         self.index = index
         self.roots = roots
         self.scopes = Scopes(roots, self._names_a_file)
+        self.filtering = Filtering(roots, lambda: self.control.settings, self._passes)
         self.indexer = indexer
         self.health = health
         self.background = background
@@ -219,6 +224,8 @@ class Service:
                 return await self.read_file(request)
             case FindFiles():
                 return await self.find_files(request)
+            case Links():
+                return await self.links(request)
             case Why():
                 return await self.why(request)
             case Check():
@@ -311,9 +318,10 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         plan = to_plan(request.query, "auto" if mode in BY_MEANING else mode, limit=limit)
+        filters = self.filtering.of(request)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
-            filtered = replace(plan, filters=Filters(path=PathFilter.parse(path)))
+            filtered = replace(plan, filters=replace(filters, path=PathFilter.parse(path)))
             if mode in BY_MEANING:
                 return await self._read(
                     self.meaning.search, self.index, filtered, request.query, mode
@@ -324,9 +332,12 @@ class Service:
             request.path, run, lambda r: len(r[0].hits)
         )
         notes += waiting
+        if not result.hits:
+            notes += await self.filtering.unmatched(filters)
+        context = self.filtering.descriptions()
         return SearchReply(
             hits=[
-                replies.hit(h, p)
+                replies.hit(h, p, context.get(h.root, ""))
                 for h, p in zip(result.hits, await self._pages(result.hits), strict=True)
             ],
             total_hits=result.total,
@@ -372,11 +383,16 @@ class Service:
         async def run(path: str | None) -> grep.Outcome:
             changes, rules = self.changes, self.indexer.rules
             pending, new = await anyio.to_thread.run_sync(narrowing.pending, changes, rules)
-            found = await self._read(self.index.candidates, query, path, pending, new, words)
+            found = await self._read(
+                self.index.candidates, query, path, pending, new, words, filters
+            )
             walk = sweep.walks([str(r) for r in self.roots.paths], path)
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
+        filters = self.filtering.of(request)
         outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
+        if not outcome.total:
+            scoped += await self.filtering.unmatched(filters)
         return replies.grep_reply(outcome, await self._freshness(), scoped)
 
     async def _freshness(self) -> Freshness:
@@ -494,14 +510,20 @@ class Service:
 
     async def find_files(self, request: FindFiles) -> FindFilesReply:
         limit = _limit(request.limit, maximum=1000)
+        filters = self.filtering.of(request)
 
         async def run(glob: str | None) -> tuple[list[File], int]:
-            listing = await self._read(self.index.files, glob or "*", limit)
+            listing = await self._read(
+                partial(self.index.files, glob or "*", limit, filters, newest=request.newest)
+            )
             return list(listing.files), listing.total
 
         (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
+        if not total:
+            scoped += await self.filtering.unmatched(filters)
+        written = self.notes.written()
         return FindFilesReply(
-            files=[replies.file_info(f) for f in files],
+            files=[replies.file_info(f, f.path in written) for f in files],
             total=total,
             truncated=total > len(files),
             notes=scoped,
@@ -510,6 +532,30 @@ class Service:
     async def _names_a_file(self, path_filter: str) -> bool:
         """Whether the index holds a file within ``path_filter`` (``scopes``)."""
         return (await self._read(self.index.files, path_filter, 1)).total > 0
+
+    async def links(self, request: Links) -> LinksReply:
+        located = self.roots.resolve(request.path)
+        path = str(located.path)
+        if await self._read(self.index.state, path) is None:
+            raise NotIndexed(f"{located.relpath} is not in the index")
+        direction: Literal["in", "out"] = "in" if request.backlinks else "out"
+        found = await self._read(self.index.links, path, direction)
+        # A target left out of the index (ignored, or past a filter) may still be there.
+        on_disk = await anyio.to_thread.run_sync(
+            lambda: {x.target for x in found if not x.found and self._exists(x.target)}
+        )
+        links = [replies.link(x, broken=not x.found and x.target not in on_disk) for x in found]
+        broken = sum(x.broken for x in links)
+        what = "backlinks" if request.backlinks else "links"
+        notes = [] if links else [f"{located.relpath} has no {what} in the index"]
+        return LinksReply(path=path, links=links, broken=broken, notes=notes)
+
+    def _exists(self, path: str) -> bool:
+        return self.roots.inside(path) and os.path.lexists(path)
+
+    async def _passes(self, filters: Filters) -> bool:
+        """Whether an indexed file passes ``filters`` (``filtering``)."""
+        return (await self._read(self.index.files, None, 1, filters)).total > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)

@@ -25,10 +25,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 import psycopg
-from kbindex.daemon.backends.postgres import machines, reads, schema, writes
+from kbindex.daemon.backends.postgres import links, machines, reads, schema, writes
 from kbindex.daemon.backends.postgres.connections import (
     WRITE_SECONDS,
     Connection,
@@ -39,6 +39,7 @@ from kbindex.daemon.backends.postgres.connections import (
     unbounded,
 )
 from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance, Opened
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
@@ -46,6 +47,7 @@ from kbindex.daemon.index.values import (
     Described,
     Document,
     FileState,
+    Linked,
     Listing,
     Loaded,
     Query,
@@ -59,6 +61,7 @@ from kbindex.daemon.index.values import (
     recorded,
 )
 from kbindex.daemon.indexing import documents
+from kbindex.daemon.indexing.kinds import Classifier
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
@@ -90,12 +93,20 @@ class PgIndex:
     backend = "postgres"
 
     @classmethod
-    def configured(cls, settings: Settings, roots: Roots) -> PgIndex:
+    def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> PgIndex:
         """Each machine's roots are its own; the index reads no file."""
-        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds)
+        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds, kinds)
 
-    def __init__(self, dsn: str, machine: str, timeout: float = WRITE_SECONDS) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        machine: str,
+        timeout: float = WRITE_SECONDS,
+        kinds: Classifier | None = None,
+    ) -> None:
         self.machine = machine
+        self.kinds = kinds or Classifier()
+        """Each file's kind, from its root's rules and its path."""
         self.recovered = ""
         self.rebuilding = ""
         """Never: a shared index changes schema by its owner's ``migrate``."""
@@ -236,7 +247,8 @@ class PgIndex:
                 if doc is not None:
                     texts[path] = doc
                 signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
-                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed))
+                kind = self.kinds.of(seen.root, seen.relpath)
+                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, kind))
             ids = self._upsert_files(conn, files, now)
             self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
         self._writes += 1
@@ -249,18 +261,20 @@ class PgIndex:
         columns = list(zip(*files, strict=True))
         rows = conn.execute(
             "INSERT INTO kb_files AS f(machine, path, root, relpath, size, mtime_ns,"
-            " indexed_at, encoding, skip_reason, skip_detail, ctime_ns, ino, dev)"
+            " indexed_at, encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
             " SELECT %s, u.path, u.root, u.relpath, u.size, u.mtime_ns, %s, u.encoding,"
-            " u.skip_reason, u.skip_detail, u.ctime_ns, u.ino, u.dev"
+            " u.skip_reason, u.skip_detail, u.ctime_ns, u.ino, u.dev, u.kind"
             " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[],"
-            " %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[])"
+            " %s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[],"
+            " %s::text[])"
             " AS u(path, root, relpath, size, mtime_ns, encoding, skip_reason, skip_detail,"
-            " ctime_ns, ino, dev)"
+            " ctime_ns, ino, dev, kind)"
             " ON CONFLICT (machine, path) DO UPDATE SET root = excluded.root,"
             " relpath = excluded.relpath, size = excluded.size, mtime_ns = excluded.mtime_ns,"
             " indexed_at = excluded.indexed_at, encoding = excluded.encoding,"
             " skip_reason = excluded.skip_reason, skip_detail = excluded.skip_detail,"
-            " ctime_ns = excluded.ctime_ns, ino = excluded.ino, dev = excluded.dev"
+            " ctime_ns = excluded.ctime_ns, ino = excluded.ino, dev = excluded.dev,"
+            " kind = excluded.kind"
             " RETURNING f.id, f.path",
             (self.machine, now, *(list(c) for c in columns)),
         ).fetchall()
@@ -293,10 +307,16 @@ class PgIndex:
             start = len(new_root) + 1
             paths = [new + path[len(old) :] for _, path in rows]
             conn.execute(
-                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath"
-                " FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, path, relpath)"
-                " WHERE f.id = u.id",
-                (new_root, moving, paths, [p[start:] for p in paths]),
+                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
+                " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
+                " AS u(id, path, relpath, kind) WHERE f.id = u.id",
+                (
+                    new_root,
+                    moving,
+                    paths,
+                    [p[start:] for p in paths],
+                    [self.kinds.of(new_root, p[start:]) for p in paths],
+                ),
             )
             # The path is part of a document's words (ranked, and derived words): they
             # are made again from the stored text, never from the file.
@@ -376,11 +396,11 @@ class PgIndex:
             return
 
     def search(self, plan: Plan) -> SearchResult:
-        return self._read(reads.search_result, plan, self._stats())
+        return self._read(reads.search_result, plan, self._stats(), self.kinds.boosts)
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, plan, True, corpus)
+        rows, total, mode = self._read(reads.search, plan, True, corpus, self.kinds.boosts)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:
@@ -394,8 +414,15 @@ class PgIndex:
             counted = self._counted = (writes, now, self._read(reads.stats))
         return counted[2]
 
-    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
-        return self._read(reads.files, path_filter, limit)
+    def files(
+        self,
+        path_filter: str | None,
+        limit: int | None = None,
+        filters: Filters = NO_FILTERS,
+        *,
+        newest: bool = False,
+    ) -> Listing:
+        return self._read(reads.files, path_filter, limit, filters, newest)
 
     def state(self, path: str, *, under: bool = False) -> FileState | None:
         return self._read(reads.state, self.machine, path, under)
@@ -446,11 +473,15 @@ class PgIndex:
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> Candidates:
-        return self._read(reads.candidates, self.machine, query, path_filter, pending, new)
+        return self._read(reads.candidates, self.machine, query, path_filter, pending, new, filters)
 
     def records(self, ids: Sequence[int]) -> list[Record]:
         return self._read(reads.records, ids) if ids else []
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        return self._read(links.links, self.machine, path, direction)
 
 
 def _stored(title: str, body: str, encoding: str | None) -> Loaded:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from typing import Any, Final, NamedTuple
 
 import psycopg
 from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
+from kbindex.daemon.backends.postgres.filters import condition as filters_condition
 from kbindex.daemon.index.interface import TooSlow
-from kbindex.daemon.index.plan import PathFilter, Plan
+from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
     PENDING_PATHS,
     And,
@@ -54,6 +57,18 @@ class Stats(NamedTuple):
 
 
 _FILE_COLUMNS: Final = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.machine"
+Boosts = tuple[tuple[str, float], ...]
+"""Kinds and the factor on their documents' scores (``kinds.Classifier.boosts``)."""
+
+
+def files_sql(filters: Filters) -> tuple[str, list[object]]:
+    """``path_sql`` of the filters' path and the other ``filters`` (``postgres.filters``)
+    in one condition."""
+    cond, params = path_sql(filters.path)
+    if not filters.structured:
+        return cond, params
+    more, more_params = filters_condition(filters)
+    return f"{cond} AND {more}", [*params, *more_params]
 
 
 def path_condition(raw_filter: str | None) -> tuple[str, list[object]]:
@@ -102,17 +117,19 @@ def search(
     plan: Plan,
     ids_only: bool,
     corpus: Stats,
+    boosts: Boosts = (),
 ) -> tuple[list[Any], int, str]:
     query = render.query(plan)
     if query.main is None:
         return [], 0, query.mode
-    limit, path = plan.limit, plan.filters.path
+    limit, filters = plan.limit, plan.filters
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            rows = _ranked(conn, query.main, limit, path, ids_only, corpus)
+            ranked = partial(_ranked, conn, boosts=boosts)
+            rows = ranked(query.main, limit, filters, ids_only, corpus)
             mode = query.mode
             if not rows and query.fallback is not None:
-                rows = _ranked(conn, query.fallback, limit, path, ids_only, corpus)
+                rows = ranked(query.fallback, limit, filters, ids_only, corpus)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -124,16 +141,17 @@ def _ranked(
     conn: Connection,
     expr: render.Expr,
     limit: int,
-    path_filter: PathFilter | None,
+    filters: Filters,
     ids_only: bool,
     corpus: Stats,
+    boosts: Boosts = (),
 ) -> list[Any]:
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
     found = render.condition(expr)
-    cond, path_params = path_sql(path_filter)
-    # Every document has its files row: joined only to filter by path.
+    cond, path_params = files_sql(filters)
+    # Every document has its files row: joined only to filter by path (or by filters).
     joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
     matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
     if found.limited is not None:
@@ -169,8 +187,9 @@ def _ranked(
             WHERE u.doc IN (SELECT id FROM matched)
             GROUP BY u.doc
         ){phrased}
-        SELECT m.id, coalesce(s.score, 0){phrase_score} AS score, count(*) OVER () AS total
-        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}
+        SELECT m.id, (coalesce(s.score, 0){phrase_score}){_boost(boosts)} AS score,
+            count(*) OVER () AS total
+        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}{_kind_join(boosts)}
         ORDER BY score DESC, m.id LIMIT %s
     """
     args = [*found.params, corpus.documents, *path_params, corpus.mean_length]
@@ -248,14 +267,35 @@ def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
     return found
 
 
-def search_result(conn: Connection, plan: Plan, corpus: Stats) -> SearchResult:
-    rows, total, mode = search(conn, plan, False, corpus)
+def _boost(boosts: Boosts) -> str:
+    """The factor of a document's kind (``kinds.Classifier.boosts``; ``kf`` its files
+    row), as in SQLite's ranking."""
+    if not boosts:
+        return ""
+    # Kinds are KINDS' names and the factors numbers: nothing a client typed.
+    cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in boosts)
+    return f" * CASE kf.kind {cases} ELSE 1.0 END"
+
+
+def _kind_join(boosts: Boosts) -> str:
+    return " JOIN kb_files kf ON kf.id = m.id" if boosts else ""
+
+
+def search_result(conn: Connection, plan: Plan, corpus: Stats, boosts: Boosts = ()) -> SearchResult:
+    rows, total, mode = search(conn, plan, False, corpus, boosts)
     return SearchResult(hits(rows, plan.needles), total, mode)
 
 
-def files(conn: Connection, path_filter: str | None, limit: int | None) -> Listing:
-    """See ``Index.files``: by root and path with a limit, in no order without one."""
-    cond, params = path_condition(path_filter)
+def files(
+    conn: Connection,
+    path_filter: str | None,
+    limit: int | None,
+    filters: Filters = NO_FILTERS,
+    newest: bool = False,
+) -> Listing:
+    """See ``Index.files``: by root and path (``newest``: the most recently modified
+    first) with a limit, in no order without one."""
+    cond, params = files_sql(replace(filters, path=PathFilter.parse(path_filter)))
     base = f"FROM kb_files f WHERE f.skip_reason IS NULL AND {cond}"
     columns = f"{_FILE_COLUMNS}, f.id, f.indexed_at"
     if limit is None:
@@ -264,7 +304,8 @@ def files(conn: Connection, path_filter: str | None, limit: int | None) -> Listi
     try:
         with conn.transaction():
             rows = conn.execute(
-                f"SELECT {columns} {base} ORDER BY f.root, f.relpath, f.machine LIMIT %s",
+                f"SELECT {columns} {base} ORDER BY"
+                f" {'f.mtime_ns DESC, ' if newest else ''}f.root, f.relpath, f.machine LIMIT %s",
                 [*params, limit],
             ).fetchall()
             total = conn.execute(f"SELECT count(*) {base}", params).fetchone()
@@ -318,10 +359,14 @@ def candidates(
     path_filter: str | None,
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
+    filters: Filters = NO_FILTERS,
 ) -> Candidates:
     """As ``candidates.find``, from this machine's rows (``rg`` reads the local files).
-    The phrase prefilter of SQLite (``phrases``) is left out: it only narrows."""
-    cond, params = path_condition(path_filter)
+    The phrase prefilter of SQLite (``phrases``) is left out: it only narrows. With
+    ``filters``, files not indexed yet are left out (what they hold is not known)."""
+    cond, params = files_sql(replace(filters, path=PathFilter.parse(path_filter)))
+    new = [] if filters.structured else new
+    new_cond, new_params = path_condition(path_filter)
     narrowed = len(pending) <= PENDING_PATHS
     match = _trigram_query(query) if narrowed else None
     indexed = f"f.machine = %s AND f.skip_reason IS NULL AND {cond}"
@@ -345,8 +390,8 @@ def candidates(
             if new:
                 rows += conn.execute(
                     "SELECT f.path, 0 FROM unnest(%s::text[], %s::text[]) AS f(path, relpath)"
-                    f" WHERE {cond}",
-                    [[p for p, _ in new], [r for _, r in new], *params],
+                    f" WHERE {new_cond}",
+                    [[p for p, _ in new], [r for _, r in new], *new_params],
                 ).fetchall()
     except psycopg.errors.QueryCanceled:
         raise TooSlow("finding the candidate files took too long; narrow the path") from None

@@ -56,7 +56,7 @@ from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 NAMESPACE: Final = "kbindex"
 COMMAND: Final = "kbindexd db migrate --dsn URL"
 """What the database's owner runs to create or upgrade the schema."""
@@ -240,6 +240,34 @@ $$;
 # its segment's head (h, its first OVERLAP_WORDS words) or core (c), and a head's words
 # also to the previous segment's tail (t): the output is the same, byte for byte.
 
+_V5: Final = """
+ALTER TABLE kb_files ADD COLUMN kind text NOT NULL DEFAULT '';
+CREATE TABLE kb_fields(
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    source text NOT NULL,
+    key text NOT NULL,
+    value text NOT NULL,
+    number double precision
+);
+CREATE INDEX kb_fields_value ON kb_fields(source, key, lower(value), doc);
+CREATE INDEX kb_fields_number ON kb_fields(source, key, number, doc);
+CREATE INDEX kb_fields_doc ON kb_fields(doc);
+CREATE TABLE kb_links(
+    doc bigint NOT NULL REFERENCES kb_docs(id) ON DELETE CASCADE,
+    target text NOT NULL,
+    wiki boolean NOT NULL,
+    text text NOT NULL,
+    line integer NOT NULL
+);
+CREATE INDEX kb_links_doc ON kb_links(doc);
+CREATE INDEX kb_links_target ON kb_links(target);
+UPDATE kb_files SET mtime_ns = -1 WHERE skip_reason IS NULL;
+"""
+# v5 (issue 41): each file's kind, and what its text holds besides its words, as in
+# SQLite's v10: ``kb_fields`` (front matter values, tags, dates) and ``kb_links``, both
+# removed with their document. Every machine's daemon reads its indexed files again at
+# its next scan to fill them (-1 matches no file's mtime).
+
 
 _SEGMENTS_BODY: Final = _V3[_V3.index("AS $$") + 5 : _V3.rindex("$$;")].strip()
 
@@ -332,7 +360,7 @@ _LEGACY_OBJECTS: Final = (
     "TEXT SEARCH DICTIONARY public.kb_porter",
 )
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4}
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
 
 
 class SchemaRefused(IndexRefused):
@@ -383,12 +411,12 @@ def check(conn: Connection) -> None:
         )
 
 
-def migrate(conn: Connection) -> tuple[int, int]:
-    """Create or upgrade the shared index's schema to SCHEMA_VERSION, in one
-    transaction: ``kbindexd db migrate``, as the role that is to own it. Returns the
-    versions before and after."""
+def migrate(conn: Connection, upto: int = SCHEMA_VERSION) -> tuple[int, int]:
+    """Create or upgrade the shared index's schema to SCHEMA_VERSION (tests of one step:
+    ``upto``), in one transaction: ``kbindexd db migrate``, as the role that is to own
+    it. Returns the versions before and after."""
     try:
-        return _migrate(conn)
+        return _migrate(conn, upto)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise SchemaRefused(
             f"this PostgreSQL user may not create the shared index's schema"
@@ -397,7 +425,7 @@ def migrate(conn: Connection) -> tuple[int, int]:
         ) from None
 
 
-def _migrate(conn: Connection) -> tuple[int, int]:
+def _migrate(conn: Connection, upto: int) -> tuple[int, int]:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {NAMESPACE}")
@@ -423,11 +451,11 @@ def _migrate(conn: Connection) -> tuple[int, int]:
             before = max(before, 3)
         conn.execute(f"SET LOCAL search_path = {path}")
         conn.execute("CREATE TABLE IF NOT EXISTS kb_meta(key text PRIMARY KEY, value text)")
-        for target in range(before + 1, SCHEMA_VERSION + 1):
+        for target in range(before + 1, upto + 1):
             log.info("migrating the shared index to schema version %d", target)
             _step(conn, target, NAMESPACE)
         _warn_older(conn)
-    return was, SCHEMA_VERSION
+    return was, upto
 
 
 def _warn_older(conn: Connection) -> None:

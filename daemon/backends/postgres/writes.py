@@ -11,6 +11,7 @@ which bm25 reads from the postings, are counted from the segments, in full.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from kbindex.daemon.backends.postgres import schema
@@ -107,3 +108,39 @@ def insert(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
             )
     conn.execute(INSERT_DOCS)
     conn.execute("TRUNCATE pg_temp.kb_batch")
+    structure(conn, chunk)
+
+
+def structure(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
+    """The ``kb_fields`` and ``kb_links`` rows of these documents (just written)."""
+    fields: list[tuple[int, str, str, str, float | None]] = []
+    links: list[tuple[int, str, bool, str, int]] = []
+    for file_id, doc in chunk:
+        front = doc.structure.front
+        fields += [(file_id, "meta", k, v, None) for k, v in front.fields]
+        fields += [(file_id, "tag", "", t, None) for t in front.tags]
+        fields += [(file_id, "date", k, "", when) for k, when in front.dates]
+        links += [(file_id, x.target, x.wiki, x.text, x.line) for x in doc.structure.links]
+    if fields:
+        conn.execute(
+            "INSERT INTO kb_fields(doc, source, key, value, number)"
+            " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[],"
+            " %s::float8[])",
+            _columns(fields),
+        )
+    if links:
+        conn.execute(
+            "INSERT INTO kb_links(doc, target, wiki, text, line)"
+            " SELECT * FROM unnest(%s::bigint[], %s::text[], %s::boolean[], %s::text[],"
+            " %s::integer[])",
+            _columns(links),
+        )
+
+
+def _columns(rows: Sequence[tuple[object, ...]]) -> list[list[object]]:
+    """``rows`` as one list per column, for ``unnest``; NUL out of text (PostgreSQL text
+    cannot hold it)."""
+    return [
+        [v.replace("\x00", " ") if isinstance(v, str) else v for v in column]
+        for column in zip(*rows, strict=True)
+    ]

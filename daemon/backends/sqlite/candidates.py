@@ -13,13 +13,20 @@ the roots (``sweep``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import GRAMS, STEMMED, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.backends.sqlite.searcher import QUERY_DEADLINE_SECONDS, Deadline, path_condition
+from kbindex.daemon.backends.sqlite.searcher import (
+    QUERY_DEADLINE_SECONDS,
+    Deadline,
+    files_sql,
+    path_condition,
+)
 from kbindex.daemon.index.interface import TooSlow
+from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter
 from kbindex.daemon.index.values import (
     PENDING_PATHS,
     RETRY_MTIME_NS,
@@ -42,13 +49,16 @@ def find(
     pending: Sequence[str],
     new: Sequence[tuple[str, str]],
     words: Words | None = None,
+    filters: Filters = NO_FILTERS,
 ) -> Candidates:
     """The indexed files that may hold a match (in the reader thread): those the
     trigram index and the phrases of ``words`` admit, those under a ``pending`` path (a
     changed file, directory or root whose text may differ from the index), and ``new``
     files (path, relpath) not indexed yet; all within ``path_filter``. When every
-    indexed file is one, also those a walk's counts may leave out (``uncounted``)."""
-    cond, path_params = path_condition(path_filter)
+    indexed file is one, also those a walk's counts may leave out (``uncounted``).
+    ``filters`` keep the indexed files they admit as the index holds them; files not
+    indexed yet are left out, since what they hold besides their text is not known."""
+    cond, path_params = files_sql(replace(filters, path=PathFilter.parse(path_filter)))
     narrowed = len(pending) <= PENDING_PATHS
     match = match_expression(query) if narrowed else None
     words = words if narrowed else None
@@ -85,10 +95,11 @@ def find(
             if match is None and words is None:
                 uncounted += [p for (p,) in conn.execute(_WAITING + indexed, path_params)]
             uncounted += [p for p, _ in changed]
+        new_cond, new_params = path_condition(path_filter)
         fresh = conn.execute(
             "SELECT f.path, 0 FROM (SELECT value->>0 AS path, value->>1 AS relpath"
-            f" FROM json_each(?)) f WHERE {cond}",
-            [as_json(new), *path_params],
+            f" FROM json_each(?)) f WHERE {new_cond}",
+            [as_json([] if filters.structured else new), *new_params],
         ).fetchall()
         rows += fresh
     except sqlite.OperationalError as exc:

@@ -8,21 +8,23 @@ grep) where the queries are built.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from kbindex.daemon.backends.sqlite import candidates, searcher
+from kbindex.daemon.backends.sqlite import candidates, links, searcher
 from kbindex.daemon.backends.sqlite.database import is_damage, is_unwritable
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes
 from kbindex.daemon.index.interface import Failure, IndexRefused
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
     Candidates,
     Checked,
     Described,
     File,
     FileState,
+    Linked,
     Listing,
     Query,
     Record,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kbindex.daemon.index.plan import Plan
+    from kbindex.daemon.indexing.kinds import Classifier
     from kbindex.daemon.roots import Roots
     from kbindex.daemon.settings import Settings
 
@@ -43,13 +46,13 @@ if TYPE_CHECKING:
 class SqliteIndex(Store):
     backend = "sqlite"
 
-    def __init__(self, db_path: Path, roots: Roots) -> None:
-        super().__init__(db_path, roots)
+    def __init__(self, db_path: Path, roots: Roots, kinds: Classifier | None = None) -> None:
+        super().__init__(db_path, roots, kinds)
         """The last counts, and ``writes`` when they were counted."""
 
     @classmethod
-    def configured(cls, settings: Settings, roots: Roots) -> SqliteIndex:
-        return cls(settings.db_path, roots)
+    def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> SqliteIndex:
+        return cls(settings.db_path, roots, kinds)
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_damage(exc):
@@ -66,16 +69,23 @@ class SqliteIndex(Store):
 
     def search(self, plan: Plan) -> SearchResult:
         with self.reader() as conn:
-            found = searcher.find(conn, plan)
+            found = searcher.find(conn, plan, boosts=self.kinds.boosts)
         return searcher.shown(found, plan, self.roots.inside)
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, plan)
+            return searcher.rank(conn, plan, self.kinds.boosts)
 
-    def files(self, path_filter: str | None, limit: int | None = None) -> Listing:
+    def files(
+        self,
+        path_filter: str | None,
+        limit: int | None = None,
+        filters: Filters = NO_FILTERS,
+        *,
+        newest: bool = False,
+    ) -> Listing:
         with self.reader() as conn:
-            return searcher.files(conn, path_filter, limit)
+            return searcher.files(conn, path_filter, limit, filters, newest)
 
     def state(self, path: str, *, under: bool = False) -> FileState | None:
         with self.reader() as conn:
@@ -106,9 +116,10 @@ class SqliteIndex(Store):
         pending: Sequence[str],
         new: Sequence[tuple[str, str]],
         words: Words | None,
+        filters: Filters = NO_FILTERS,
     ) -> Candidates:
         with self.reader() as conn:
-            return candidates.find(conn, query, path_filter, pending, new, words)
+            return candidates.find(conn, query, path_filter, pending, new, words, filters)
 
     def records(self, ids: Sequence[int]) -> list[Record]:
         if not ids:
@@ -126,3 +137,7 @@ class SqliteIndex(Store):
 
     def retire_machine(self, name: str) -> int:
         raise IndexRefused("machines are retired from a shared index (backend postgres) only")
+
+    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+        with self.reader() as conn:
+            return links.links(conn, path, direction)

@@ -15,6 +15,8 @@ One SQLite file holds everything:
   holds which word as written; ``VOCABULARY`` lists its words with their counts.
 - ``docs_grams``: the distinct byte trigrams of each document's text (``grams``), for
   grep to rule files out; contentless, no positions.
+- ``fields`` and ``links``: each file's front matter fields, tags and dates, and its
+  links (issue 41), for filters and link answers; ``files.kind`` is its kind.
 
 The index is derived data: the files are the truth. A file of another schema version
 is never changed in place. One of an older version is rebuilt beside itself (``store``):
@@ -34,11 +36,12 @@ from typing import Final
 from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.engine import TOKENIZER
 
-SCHEMA_VERSION: Final = 9
-READABLE_SINCE: Final = 8
+SCHEMA_VERSION: Final = 10
+READABLE_SINCE: Final = 10
 """The oldest schema whose tables today's reads understand: an index file of that
 version or later (and older than SCHEMA_VERSION) answers searches while its
-successor is built."""
+successor is built. Version 10 added each file's kind and the ``fields`` and ``links``
+tables, which every read's filters and boosts query: an older file cannot answer."""
 EXACT_TOKENIZER: Final = "unicode61 remove_diacritics 2"
 VOCABULARY: Final = "docs_exact_words"
 """Every word of ``docs_exact`` with the number of documents holding it (fts5vocab)."""
@@ -59,9 +62,29 @@ CREATE TABLE files(
     skip_detail TEXT,
     ctime_ns INTEGER NOT NULL DEFAULT 0,
     ino INTEGER NOT NULL DEFAULT 0,
-    dev INTEGER NOT NULL DEFAULT 0
+    dev INTEGER NOT NULL DEFAULT 0,
+    kind TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX files_root_relpath ON files(root, relpath);
+CREATE TABLE fields(
+    file INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    number REAL
+);
+CREATE INDEX fields_value ON fields(source, key, value, file);
+CREATE INDEX fields_number ON fields(source, key, number, file);
+CREATE INDEX fields_file ON fields(file);
+CREATE TABLE links(
+    file INTEGER NOT NULL,
+    target TEXT NOT NULL,
+    wiki INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    line INTEGER NOT NULL
+);
+CREATE INDEX links_file ON links(file);
+CREATE INDEX links_target ON links(target);
 CREATE VIRTUAL TABLE docs USING fts5(
     name, title, body, subwords, grams,
     content='', contentless_delete=1, tokenize='{TOKENIZER}'
@@ -92,6 +115,12 @@ INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 # merges larger and rarer (``Store.optimize`` merges what is left). ``docs_grams``
 # keeps its column sizes, which ``contentless_delete`` needs; a text holding a NUL
 # marks its trigrams (``grams.NUL_MARK``).
+# ``files.kind`` is each file's kind (from its path, ``indexing.kinds``); ``fields``
+# holds what a file has besides its words (issue 41): ``source`` 'meta', a front matter
+# key and value; 'tag', a tag, key ''; 'date', a front matter date, ``number`` its POSIX
+# seconds; ``links``, its links (``target`` relative to the root, or a wikilink's name
+# with ``wiki``). Their rows are keyed by the files row's id and written with its
+# document.
 
 
 def create(conn: sqlite.Connection) -> None:
@@ -103,7 +132,7 @@ def create(conn: sqlite.Connection) -> None:
 
 def beside(db_path: Path) -> Path:
     """Where the index of this schema is built beside an older (or damaged) one at
-    ``db_path``: ``index-v9.sqlite3`` beside ``index.sqlite3``."""
+    ``db_path``: ``index-v10.sqlite3`` beside ``index.sqlite3``."""
     return db_path.with_name(f"{db_path.stem}-v{SCHEMA_VERSION}{db_path.suffix}")
 
 

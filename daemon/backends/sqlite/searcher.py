@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.backends.sqlite.filters import condition
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
-from kbindex.daemon.index.plan import PathFilter, Plan
+from kbindex.daemon.index.plan import Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
     Counts,
     FileState,
@@ -51,6 +52,16 @@ def path_sql(parsed: PathFilter | None, prefix: str = "f") -> tuple[str, list[ob
     return f"({column} = ? OR substr({column}, 1, ?) = ?)", [stem, len(stem) + 1, stem + "/"]
 
 
+def files_sql(filters: Filters, prefix: str = "f") -> tuple[str, list[object]]:
+    """SQL condition for ``filters`` (its path filter and the rest) on the files table
+    ``prefix``."""
+    cond, params = path_sql(filters.path, prefix)
+    if not filters.structured:
+        return cond, params
+    more, more_params = condition(filters, prefix)
+    return f"{cond} AND {more}", [*params, *more_params]
+
+
 class Deadline:
     """Interrupts SQLite statements on ``conn`` once ``seconds`` have passed."""
 
@@ -77,10 +88,20 @@ Found = tuple[list[Any], int, str]
 """What ``find`` found: the best rows, how many documents match, and the mode."""
 
 
-def find(conn: sqlite.Connection, plan: Plan, weights: tuple[float, ...] = BM25_WEIGHTS) -> Found:
+Boosts = tuple[tuple[str, float], ...]
+"""Kinds and the factor on their documents' scores (``kinds.Classifier.boosts``)."""
+
+
+def find(
+    conn: sqlite.Connection,
+    plan: Plan,
+    weights: tuple[float, ...] = BM25_WEIGHTS,
+    boosts: Boosts = (),
+) -> Found:
     """``search`` up to its snippets, which ``shown`` reads from the files: a caller
-    with a pooled connection gives it back in between."""
-    return _in_transaction(conn, match(plan), _Query.of(plan, weights))
+    with a pooled connection gives it back in between. ``boosts``: each kind's factor
+    on its documents' scores (``kinds.Classifier.boosts``)."""
+    return _in_transaction(conn, match(plan), _Query.of(plan, weights, boosts=boosts))
 
 
 def shown(found: Found, plan: Plan, within: Within) -> SearchResult:
@@ -91,11 +112,13 @@ def shown(found: Found, plan: Plan, within: Within) -> SearchResult:
     return SearchResult(_hits(rows, plan.needles, within), total, mode)
 
 
-def rank(conn: sqlite.Connection, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
+def rank(
+    conn: sqlite.Connection, plan: Plan, boosts: Boosts = ()
+) -> tuple[list[tuple[int, float]], int, str]:
     """The best ``plan.limit`` documents' ids with their bm25 score (higher is better),
     how many match, and the mode that found them: ``search`` without the hits' text,
     for fusing with another ranking (``hybrid``)."""
-    query = _Query.of(plan, BM25_WEIGHTS, ids_only=True)
+    query = _Query.of(plan, BM25_WEIGHTS, ids_only=True, boosts=boosts)
     rows, total, mode = _in_transaction(conn, match(plan), query)
     return [(int(i), -float(score)) for i, score in rows], total, mode
 
@@ -143,14 +166,28 @@ def _hits(rows: list[Any], needles: tuple[str, ...], within: Within) -> list[Hit
 @dataclass(frozen=True, slots=True)
 class _Query:
     limit: int
-    path_filter: PathFilter | None
+    filters: Filters
     weights: tuple[float, ...]
     ids_only: bool = False
     """Rows of (rowid, bm25) only: no files row, no text."""
+    boosts: Boosts = ()
 
     @staticmethod
-    def of(plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False) -> _Query:
-        return _Query(plan.limit, plan.filters.path, weights, ids_only)
+    def of(
+        plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False, boosts: Boosts = ()
+    ) -> _Query:
+        return _Query(plan.limit, plan.filters, weights, ids_only, boosts)
+
+    def ranking(self) -> str:
+        """The score of a document of ``d`` (its files row ``f``): bm25, times its
+        kind's factor where ``boosts`` has one (each below 1, so a bound on bm25 is one
+        on the score: ``essential``)."""
+        bm25 = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        if not self.boosts:
+            return bm25
+        # Kinds are KINDS' names and the factors numbers: nothing a client typed.
+        cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in self.boosts)
+        return f"({bm25} * CASE f.kind {cases} ELSE 1.0 END)"
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -187,13 +224,14 @@ class _Query:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
         ``split``: the documents of its essential items ranked first (``essential``)."""
-        cond, params = path_sql(self.path_filter)
+        cond, params = files_sql(self.filters)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            # The files row is joined only for a path filter: every document has one,
-            # written in the same transaction, and counting through the join would
-            # look up each match's row.
-            joined_files = " JOIN files f ON f.id = d.rowid" if params else ""
+            # The files row is joined only for a filter or a kind's boost: every
+            # document has one, written in the same transaction, and counting through
+            # the join would look up each match's row.
+            joined = bool(params or self.boosts)
+            joined_files = " JOIN files f ON f.id = d.rowid" if joined else ""
             checks, exact = _checks(resolved)
             source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
             args: list[object] = [resolved.match, *params, *exact]
@@ -240,7 +278,7 @@ class _Query:
         rows as it scores them, where FTS5 would sort every match; the conditions in
         ``source`` run before bm25, so only the rows they keep are scored; and the
         files are read for the rows returned only. No snippet() here: see ``passages``."""
-        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        ranking = self.ranking()
         if self.ids_only:
             sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
             return conn.execute(sql, [*args, self.limit]).fetchall()
@@ -260,7 +298,7 @@ class _Query:
         its matches: every (rowid, score) is kept in a temporary table, then counted
         and its best ``limit`` rows taken. Keeping every match costs more than counting
         a plain word's matches again, so only prefix terms are ranked this way."""
-        ranking = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        ranking = self.ranking()
         scored = f"WITH m AS MATERIALIZED (SELECT d.rowid AS id, {ranking} AS score FROM {source})"
         best = (
             "SELECT id, score, (SELECT count(*) FROM m) AS total FROM m ORDER BY score, id LIMIT ?"
@@ -300,10 +338,17 @@ def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
     return int(conn.execute(f"SELECT count(*) FROM {source}", args).fetchone()[0])
 
 
-def files(conn: sqlite.Connection, path_filter: str | None, limit: int | None) -> Listing:
+def files(
+    conn: sqlite.Connection,
+    path_filter: str | None,
+    limit: int | None,
+    filters: Filters,
+    newest: bool = False,
+) -> Listing:
     """See ``Index.files``. A listing with a limit (a client's) runs under the deadline,
-    by root and path; without one (search by meaning's), in no particular order."""
-    cond, params = path_condition(path_filter)
+    by root and path (``newest``: the most recently modified first); without one
+    (search by meaning's), in no particular order."""
+    cond, params = files_sql(replace(filters, path=PathFilter.parse(path_filter)))
     base = f"FROM files f WHERE f.skip_reason IS NULL AND {cond}"
     columns = "f.path, f.root, f.relpath, f.size, f.mtime_ns, f.id, f.indexed_at"
     if limit is None:
@@ -312,7 +357,9 @@ def files(conn: sqlite.Connection, path_filter: str | None, limit: int | None) -
     Deadline(conn, QUERY_DEADLINE_SECONDS)
     try:
         rows = conn.execute(
-            f"SELECT {columns} {base} ORDER BY f.root, f.relpath LIMIT ?", [*params, limit]
+            f"SELECT {columns} {base}"
+            f" ORDER BY {'f.mtime_ns DESC, ' if newest else ''}f.root, f.relpath LIMIT ?",
+            [*params, limit],
         ).fetchall()
         total = conn.execute(f"SELECT count(*) {base}", params).fetchone()[0]
     except sqlite.OperationalError as exc:

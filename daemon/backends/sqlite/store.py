@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon.backends.sqlite import documents, schema
+from kbindex.daemon.backends.sqlite import documents, fields, schema
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.database import (
     IndexUnusable,
@@ -49,10 +49,13 @@ from kbindex.daemon.index.values import (
     Document,
     SkipReason,
     Stamp,
+    Structure,
     Update,
     recorded,
 )
+from kbindex.daemon.indexing import structure
 from kbindex.daemon.indexing.documents import row_and_words
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.textfile import current_text, extract_title
 from kbindex.daemon.roots import Roots
 
@@ -73,11 +76,13 @@ def _under(prefix: str) -> tuple[str, str, str]:
 
 
 class Store:
-    def __init__(self, db_path: Path, roots: Roots) -> None:
+    def __init__(self, db_path: Path, roots: Roots, kinds: Classifier | None = None) -> None:
         self.db_path = db_path
         self.roots = roots
         """The daemon's roots: the only place a file is read from for what the index
         holds of it (``Roots.inside``), whatever its rows say."""
+        self.kinds = kinds or Classifier()
+        """Each file's kind, from its root's rules and its path."""
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
         self._writing_to = db_path
@@ -263,6 +268,7 @@ class Store:
     def _drop(self, conn: sqlite.Connection, ids: Sequence[int]) -> None:
         """Remove these documents from the index's tables."""
         documents.remove(conn, ids)
+        fields.remove(conn, ids)
         self.unmerged += len(ids)
 
     @property
@@ -386,10 +392,16 @@ class Store:
                 conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
                 start = len(new_root) + 1
                 moved = {file_id: new + path[len(old) :] for file_id, path in rows}
+                kind = self.kinds.of
                 conn.execute(
-                    "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2"
-                    " FROM json_each(?) AS j WHERE files.id = j.value->>0",
-                    (new_root, as_json((i, p, p[start:]) for i, p in moved.items())),
+                    "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
+                    " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                    (
+                        new_root,
+                        as_json(
+                            (i, p, p[start:], kind(new_root, p[start:])) for i, p in moved.items()
+                        ),
+                    ),
                 )
                 indexed = conn.execute(
                     f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
@@ -417,19 +429,24 @@ class Store:
         file has, so that the next scan reads it whatever else it finds."""
         start = len(new_root) + 1
         renamed, unread = [], []
+        found: list[tuple[int, Structure]] = []
         for rowid, size in indexed:
             text = current_text(moved[rowid], self.roots.inside, size)
             if text is None:
                 unread.append(rowid)
                 continue
-            row, words = row_and_words(
-                moved[rowid][start:], extract_title(text, moved[rowid]), text
-            )
+            relpath = moved[rowid][start:]
+            row, words = row_and_words(relpath, extract_title(text, moved[rowid]), text)
             renamed.append(documents.Entry(rowid, row, words, None))
+            # Relative links mean other files from the new folder: read them again.
+            found.append((rowid, structure.of(relpath, text)))
         documents.remove(conn, [e.rowid for e in renamed], keep_grams=True)
         documents.insert(conn, renamed)
+        fields.remove(conn, [e.rowid for e in renamed])
+        fields.write(conn, found)
         if unread:
             documents.remove(conn, unread)
+            fields.remove(conn, unread)
             conn.execute(
                 f"UPDATE files SET mtime_ns = ? WHERE id IN {IN_JSON}",
                 (RETRY_MTIME_NS, as_json(unread)),
@@ -470,7 +487,8 @@ class Store:
                     docs[path] = doc
                 # ctime, inode and device as the scan saw them: a change after the scan
                 # leaves them behind the file, so the next scan reads it again.
-                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev)
+                kind = self.kinds.of(seen.root, seen.relpath)
+                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, kind)
                 if path in known:
                     rewritten.append((known[path], *values))
                 else:
@@ -479,8 +497,8 @@ class Store:
                 conn.execute(
                     "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
                     " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
-                    " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8"
-                    " FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                    " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8,"
+                    " kind = j.value->>9 FROM json_each(?) AS j WHERE files.id = j.value->>0",
                     (now, as_json(rewritten)),
                 )
             ids = dict(known)
@@ -489,14 +507,16 @@ class Store:
                     (path, file_id)
                     for file_id, path in conn.execute(
                         "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
-                        " encoding, skip_reason, skip_detail, ctime_ns, ino, dev)"
+                        " encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
                         " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
-                        " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10"
+                        " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,"
+                        " value->>11"
                         " FROM json_each(?) RETURNING id, path",
                         (now, as_json(fresh)),
                     ).fetchall()
                 )
             documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
+            fields.write(conn, [(ids[p], doc.structure) for p, doc in docs.items()])
             self.unmerged += len(docs)
 
     def size_bytes(self) -> int:

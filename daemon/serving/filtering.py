@@ -1,0 +1,103 @@
+"""A request's filters on what files hold (issue 41): the ``plan.Filters`` it asks for,
+the roots' names and descriptions behind ``scope``, and a note for each filter that no
+indexed file passes.
+
+A filter value that cannot be read fails the request (``filters.BadFilter``, a
+``bad_query``); one that can but leaves nothing gets a note, looked for only when an
+answer is empty, so a filtered answer that finds something costs nothing more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from kbindex.daemon.index.plan import NO_FILTERS, Filters
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching import filters
+from kbindex.daemon.settings import Settings
+from kbindex.proto.messages import Filtered
+
+
+class Filtering:
+    def __init__(
+        self,
+        roots: Roots,
+        settings: Callable[[], Settings],
+        passes: Callable[[Filters], Awaitable[bool]],
+    ) -> None:
+        self.roots = roots
+        self.settings = settings
+        self.passes = passes
+        """Whether an indexed file passes the filters."""
+
+    def named(self) -> dict[str, str]:
+        """Each root's scope name (``name`` in its configuration, else its folder's
+        name) and its path; a folder name two roots share names neither."""
+        settings = self.settings()
+        names: dict[str, str] = {}
+        shared: set[str] = set()
+        for root in self.roots.paths:
+            given = settings.options_for(root).name
+            name = given or root.name
+            if not given and (name in names or name in shared):
+                names.pop(name, None)
+                shared.add(name)
+                continue
+            names[name] = str(root)
+        return names
+
+    def descriptions(self) -> dict[str, str]:
+        """The description of each root that has one, by its path."""
+        settings = self.settings()
+        found = ((str(r), settings.options_for(r).description) for r in self.roots.paths)
+        return {root: text for root, text in found if text}
+
+    def of(self, request: Filtered) -> Filters:
+        """The filters of ``request``; raises ``filters.BadFilter``."""
+        if not (
+            request.kind
+            or request.tag
+            or request.field
+            or request.modified
+            or request.date
+            or request.scope
+        ):
+            return NO_FILTERS
+        return filters.build(
+            kinds=request.kind,
+            tags=request.tag,
+            fields=request.field,
+            modified=request.modified,
+            dates=request.date,
+            scopes=request.scope,
+            named=self.named(),
+            now=time.time(),
+        )
+
+    async def unmatched(self, given: Filters) -> list[str]:
+        """A note for each filter of ``given`` that no indexed file passes alone, or
+        one for all of them when each does but not together."""
+        if not given.structured:
+            return []
+        singles: list[tuple[str, Filters]] = []
+        singles += [(f"root {r}", Filters(roots=(r,))) for r in given.roots]
+        singles += [(f"kind {k!r}", Filters(kinds=(k,))) for k in given.kinds]
+        singles += [(f"tag {t!r}", Filters(tags=(t,))) for t in given.tags]
+        singles += [(f"field {k}={v}", Filters(fields=((k, v),))) for k, v in given.fields]
+        if given.modified is not None:
+            singles.append(("its modified time in that span", Filters(modified=given.modified)))
+        for dated in given.dated:
+            what = f"a front matter {dated.key or 'date'} in that span"
+            singles.append((what, Filters(dated=(dated,))))
+        notes = []
+        for what, one in singles:
+            if not await self.passes(one):
+                notes.append(
+                    f"no indexed file has {what}"
+                    if what[:4] != "root"
+                    else f"no indexed file is in {what}"
+                )
+        if notes or len(singles) < 2 or await self.passes(given):
+            return notes
+        return ["no indexed file passes all of these filters together"]

@@ -1,0 +1,54 @@
+"""The ``where`` argument of search, grep and find_files: every filter of issue 41 in one
+short string, so that tools/list stays within its budget (one parameter, described
+once, instead of six per tool).
+
+``kind:doc tag:project status=draft modified:7d created:2024 scope:notes``: terms apart
+by spaces (quote one holding spaces: ``"owner=Ann Lee"``); ``kind:``, ``tag:`` and
+``scope:`` as the request's fields, ``KEY=VALUE`` a front matter field, ``modified:``
+a span of the modified time, ``date:`` (any), ``created:`` or ``updated:`` a front
+matter date's. The daemon reads the values and says what is wrong with one.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from kbindex.mcpfront.arguments import ArgumentError
+
+_LISTED = {"kind": "kind", "tag": "tag", "scope": "scope"}
+_DATED = ("created", "updated")
+
+
+def filters(where: str | None) -> dict[str, Any]:
+    """The request fields (``proto.messages.Filtered``) of a ``where`` string."""
+    if not where or not where.strip():
+        return {}
+    try:
+        terms = shlex.split(where)
+    except ValueError as exc:
+        raise ArgumentError(f"The argument 'where' cannot be read: {exc}.") from None
+    found: dict[str, Any] = {"kind": [], "tag": [], "field": [], "date": [], "scope": []}
+    for term in terms:
+        name, colon, value = term.partition(":")
+        if colon and "=" not in name and value:
+            if name in _LISTED:
+                found[_LISTED[name]].append(value)
+                continue
+            if name == "modified":
+                found["modified"] = value
+                continue
+            if name == "date":
+                found["date"].append(value)
+                continue
+            if name in _DATED:
+                found["date"].append(term)
+                continue
+        if "=" in term:
+            found["field"].append(term)
+            continue
+        raise ArgumentError(
+            f"The term {term!r} of 'where' is not a filter: use kind:, tag:, scope:,"
+            " modified:, created:, updated:, date: or KEY=VALUE."
+        )
+    return found

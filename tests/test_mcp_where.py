@@ -1,0 +1,36 @@
+"""The ``where`` argument of the MCP tools (``mcpfront.where``): one string for every
+filter, read into the request's fields."""
+
+from __future__ import annotations
+
+import pytest
+from kbindex.mcpfront.arguments import ArgumentError
+from kbindex.mcpfront.where import filters
+from kbindex.proto.messages import Search
+
+
+def test_every_filter_in_one_string() -> None:
+    got = filters(
+        "kind:doc kind:code tag:#project 'owner=Ann Lee' modified:7d created:2024"
+        " date:..2023 scope:notes"
+    )
+    assert got == {
+        "kind": ["doc", "code"],
+        "tag": ["#project"],
+        "field": ["owner=Ann Lee"],
+        "modified": "7d",
+        "date": ["created:2024", "..2023"],
+        "scope": ["notes"],
+    }
+    Search(query="x", **got)  # the fields a request takes
+
+
+@pytest.mark.parametrize("where", [None, "", "  "])
+def test_no_filters(where: str | None) -> None:
+    assert filters(where) == {}
+
+
+@pytest.mark.parametrize(("where", "why"), [("alpha", "is not a filter"), ("'open", "cannot")])
+def test_a_term_that_is_no_filter(where: str, why: str) -> None:
+    with pytest.raises(ArgumentError, match=why):
+        filters(where)
