@@ -105,7 +105,12 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
     )
 
     alpha_root, beta_root = tmp_path / "alpha-notes", tmp_path / "beta-notes"
-    write(alpha_root / "lanterns.md", "# Lanterns\nthe lantern festival in spring\n")
+    # Front matter and a link: a writer writes kb_fields and kb_links rows too (issue 41).
+    write(
+        alpha_root / "lanterns.md",
+        "---\ntags: [spring]\n---\n# Lanterns\nthe lantern festival in spring,"
+        " like [the kites](kites.md)\n",
+    )
     write(beta_root / "kites.md", "# Kites\nthe kite festival in autumn\n")
     daemons: list[Daemon] = []
     try:
