@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, write_corpus
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER
 from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.engine import TOKENIZER
+from kbindex.daemon.engine import TOKENIZER, sqlite
 from kbindex.daemon.indexing import textfile, tokens
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.indexer import BATCH_FILES

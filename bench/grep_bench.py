@@ -52,9 +52,8 @@ import anyio
 import common
 from index_bench import warm_cache
 from kbindex.daemon.backends.sqlite import candidates
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
-from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import narrowing, ripgrep
 from kbindex.daemon.roots import Roots

@@ -32,8 +32,7 @@ from typing import Any
 import anyio
 import common
 import pgcluster
-from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.proto.client import Client
 
 OPTIONS = ("--include-ext", "*", "--watch", "off", "--scan-interval", "86400")

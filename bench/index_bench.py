@@ -32,7 +32,7 @@ import common
 import corpus
 import report
 from kbindex.daemon.backends.sqlite import render as fts5
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client
 

@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.searching import hybrid
 from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic.embedder import matrix_of

@@ -53,12 +53,11 @@ import bare
 import common
 import report
 from index_bench import warm_cache
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.render import match, render
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
 from kbindex.daemon.backends.sqlite.searcher import search
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client

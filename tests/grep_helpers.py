@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from conftest import Daemon
 from kbindex.daemon.backends.sqlite import documents, schema
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.grep import ripgrep
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.ctl import render
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.mcpfront import results
 from kbindex.proto.client import DaemonError
 from mcp_helpers import mcp_stdio, structured, text

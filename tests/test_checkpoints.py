@@ -12,8 +12,8 @@ import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite import checkpointer
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import sqlite
 
 
 def _file_alone(db: Path, copy: Path) -> sqlite.Connection:

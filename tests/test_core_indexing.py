@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Daemon, MakeDaemon, bump_mtime, write
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 
 pytestmark = pytest.mark.anyio
 

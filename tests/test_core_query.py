@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.documents import entry, insert
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.searching.query import BadQuery, parse, to_plan

@@ -19,9 +19,8 @@ from kbindex.daemon.backends.sqlite import documents as tables
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite import store as store_module
 from kbindex.daemon.backends.sqlite.database import legacy_exact_path
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.roots import Roots

@@ -23,8 +23,8 @@ import pytest
 from conftest import Daemon, mode_bound, note, wait_for, write
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite import store as store_module
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.indexing.textfile import extract_title
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import DaemonError

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, write
 from grep_helpers import Case, grep, needs_rg
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.grep import grepper as grepping
 from kbindex.daemon.grep import ripgrep, sweep
 from kbindex.daemon.index.values import Candidates

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from grep_helpers import add_document, memory_index
 from kbindex.daemon.backends.sqlite import candidates
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.grep import narrowing, trigrams
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite import documents, schema
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.values import Document
 from kbindex.daemon.indexing import grams
 from kbindex.daemon.roots import Roots

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from conftest import Backend, MakeDaemon, Store, note, write
 from grep_helpers import needs_rg
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.roots import Roots
 from kbindex.proto.client import DaemonError

@@ -30,8 +30,8 @@ import pytest
 from conftest import Daemon, MakeDaemon, note, wait_exit, wait_for, write
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.database import open_checked
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client, ClientError

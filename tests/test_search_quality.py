@@ -17,8 +17,8 @@ from conftest import Daemon, note, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import documents, schema, searcher
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.scanner import Seen

@@ -12,8 +12,8 @@ import anyio
 import pytest
 from conftest import Backend, Daemon, MakeDaemon, wait_for, with_writable_root, write
 from kbindex.ctl import render
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.health import Health, Scanned
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.indexing.ignore import IgnoreRules

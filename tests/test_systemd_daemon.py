@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, wait_for, write
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.proto.client import Client, ClientError, DaemonError
 from kbindex.proto.messages import RefreshReply, Reload, ReloadReply, StatusReply
 

@@ -18,13 +18,13 @@ from typing import Final
 
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import GRAMS, STEMMED, as_json
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.searcher import (
     QUERY_DEADLINE_SECONDS,
     Deadline,
     files_sql,
     path_condition,
 )
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import TooSlow
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter
 from kbindex.daemon.index.values import (

@@ -23,7 +23,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 
 log = logging.getLogger(__name__)
 

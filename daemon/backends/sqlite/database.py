@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Final
 
 from kbindex.daemon.backends.sqlite import schema
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import connect
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import IndexRefused
 
 KEPT_COPIES: Final = 3

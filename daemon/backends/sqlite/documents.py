@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final, NamedTuple
 
 import msgspec
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.values import Document, Row
 from kbindex.daemon.indexing.documents import statements
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.values import Structure
 from kbindex.daemon.indexing.documents import statements
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from kbindex.daemon.backends.sqlite.documents import STEMMED
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, has_prefix, render
+from kbindex.daemon.engine import sqlite
 
 COMMON_FRACTION: Final = 0.3
 """An item held by more than this share of the documents is common."""

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Literal
 from kbindex.daemon.backends.sqlite import candidates, links, searcher
 from kbindex.daemon.backends.sqlite.database import is_damage, is_unwritable
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.store import Store
-from kbindex.daemon.engine import disk_bytes
+from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.index.interface import Failure, IndexRefused
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (

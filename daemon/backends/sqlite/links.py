@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
-from kbindex.daemon.backends.sqlite.engine import sqlite
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.values import Linked
 
 

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.render import Expr
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.indexing import tokens
 from kbindex.daemon.indexing.tokens import fts5_string
 

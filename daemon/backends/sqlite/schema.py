@@ -33,8 +33,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from kbindex.daemon.backends.sqlite.engine import sqlite
-from kbindex.daemon.engine import TOKENIZER
+from kbindex.daemon.engine import TOKENIZER, sqlite
 
 SCHEMA_VERSION: Final = 10
 READABLE_SINCE: Final = 10

@@ -15,9 +15,9 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.filters import condition
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
+from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.plan import Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
     Counts,

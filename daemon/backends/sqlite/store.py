@@ -40,9 +40,8 @@ from kbindex.daemon.backends.sqlite.database import (
     writer_connection,
 )
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
-from kbindex.daemon.backends.sqlite.engine import sqlite
 from kbindex.daemon.backends.sqlite.readers import Readers
-from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, transaction
+from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, sqlite, transaction
 from kbindex.daemon.index.interface import Maintenance, Opened
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
