@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "postgres.md"
 ROLES, GRANTS, ROW_SECURITY = range(3)
 ALPHAS = "SELECT id FROM kbindex.kb_files WHERE machine = 'alpha'"
+BETAS = "SELECT id FROM kbindex.kb_files WHERE machine = 'beta'"
 
 
 def sql_blocks() -> list[str]:
@@ -112,6 +113,7 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
         " like [the kites](kites.md)\n",
     )
     write(beta_root / "kites.md", "# Kites\nthe kite festival in autumn\n")
+    write(beta_root / "tails.md", "---\ntags: [autumn]\n---\n# Tails\nsee [kites](kites.md)\n")
     daemons: list[Daemon] = []
     try:
         for name, root in (("alpha", alpha_root), ("beta", beta_root)):
@@ -119,8 +121,10 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
         daemons.append(shared(tmp_path, "searcher", team["searcher"]))
         for d in daemons:
             await d.start()
-        alpha, _, reader = daemons
+        alpha, beta, reader = daemons
         assert sorted(await reader.search_paths("festival")) == ["kites.md", "lanterns.md"]
+        for table in ("kb_fields", "kb_links"):  # the daemons wrote them
+            assert count(team["postgres"], f"SELECT count(*) FROM kbindex.{table}") >= 2, table
         assert count(team["postgres"], "SELECT count(*) FROM public.ran") == 0
 
         # The reader reads and changes nothing, nor creates anything in the schema.
@@ -148,10 +152,33 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
             f"DELETE FROM kbindex.kb_postings WHERE doc IN ({ALPHAS})",
             f"UPDATE kbindex.kb_docs SET body = 'planted' WHERE id IN ({ALPHAS})",
             "UPDATE kbindex.kb_machines SET holder = NULL WHERE name = 'alpha'",
+            # The structure rows of issue 41 name their document by id only.
+            f"DELETE FROM kbindex.kb_fields WHERE doc IN ({ALPHAS})",
+            f"UPDATE kbindex.kb_fields SET value = 'planted' WHERE doc IN ({ALPHAS})",
+            f"DELETE FROM kbindex.kb_links WHERE doc IN ({ALPHAS})",
+            f"UPDATE kbindex.kb_links SET target = 'planted.md' WHERE doc IN ({ALPHAS})",
         ):
             assert count(team["beta"], sql) == 0, sql
+        for sql in (  # nor add rows to another machine's document
+            f"INSERT INTO kbindex.kb_fields(doc, source, key, value) SELECT id, 'tag', 'tag',"
+            f" 'planted' FROM ({ALPHAS}) a",
+            f"INSERT INTO kbindex.kb_links(doc, target, wiki, text, line) SELECT id,"
+            f" 'planted.md', false, 'x', 1 FROM ({ALPHAS}) a",
+            f"UPDATE kbindex.kb_fields SET doc = ({ALPHAS} LIMIT 1) WHERE doc IN ({BETAS})",
+        ):
+            assert refused(team["beta"], sql) == "InsufficientPrivilege", sql
+        assert await reader.search_paths("lanterns", tag=["spring"]) == ["lanterns.md"]
+        async with alpha.client() as c:
+            linked = await c.links(str(alpha_root / "lanterns.md"))
+        assert [Path(x.target).name for x in linked.links] == ["kites.md"], linked
+        # Its own rows it still changes: a daemon's rewrite, and by hand.
+        write(beta_root / "tails.md", "---\ntags: [winter]\n---\n# Tails\nsee [kites](kites.md)\n")
+        await beta.refresh()
+        assert await reader.search_paths("tails", tag=["winter"]) == ["tails.md"]
+        assert count(team["beta"], f"DELETE FROM kbindex.kb_links WHERE doc IN ({BETAS})") == 1
+        assert count(team["beta"], f"DELETE FROM kbindex.kb_fields WHERE doc IN ({BETAS})") >= 1
         assert await reader.search_paths("lanterns") == ["lanterns.md"]
-        assert count(team["beta"], "DELETE FROM kbindex.kb_files WHERE machine = 'beta'") == 1
+        assert count(team["beta"], "DELETE FROM kbindex.kb_files WHERE machine = 'beta'") == 2
         # ...and cannot take another role's machine name.
         alpha.stop()
         impostor = shared(tmp_path, "impostor", team["beta"], alpha_root, machine="alpha")
@@ -168,4 +195,43 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
         assert count(team["postgres"], "SELECT count(*) FROM public.ran") == 0
     finally:
         for d in daemons:
+            d.stop()
+
+
+async def test_the_grants_cover_the_tables_a_later_migrate_adds(
+    team: dict[str, str], tmp_path: Path
+) -> None:
+    from kbindex.daemon.backends.postgres import connections, schema
+
+    # The owner made schema 4 and granted as the document says, once.
+    with connections.connect(team["kb_owner"], role="owner") as conn:
+        assert schema.migrate(conn, upto=4) == (0, 4)
+    run(team["kb_owner"], sql_blocks()[GRANTS])
+    # A later kbindex adds tables (version 5: kb_fields, kb_links): migrate, no grant.
+    made = migrate(team["kb_owner"])
+    assert made.returncode == 0 and "went from 4 to" in made.stdout, made
+
+    root = tmp_path / "alpha-notes"
+    write(
+        root / "lanterns.md",
+        "---\ntags: [spring]\n---\n# Lanterns\nthe lantern festival, like [the kites](kites.md)\n",
+    )
+    writer = shared(tmp_path, "alpha", team["alpha"], root)
+    reader = shared(tmp_path, "searcher", team["searcher"])
+    try:
+        for d in (writer, reader):
+            await d.start()
+        async with writer.client() as c:
+            assert (await c.status()).index_error == ""
+            linked = await c.links(str(root / "lanterns.md"))
+        assert [Path(x.target).name for x in linked.links] == ["kites.md"], linked
+        assert await reader.search_paths("festival", tag=["spring"]) == ["lanterns.md"]
+        assert count(team["searcher"], "SELECT count(*) FROM kbindex.kb_links") == 1
+        # The new tables are the reader's to read only, and the version the owner's.
+        for sql in ("DELETE FROM kbindex.kb_fields", "DELETE FROM kbindex.kb_links"):
+            assert refused(team["searcher"], sql) == "InsufficientPrivilege", sql
+        sql = "UPDATE kbindex.kb_meta SET value = '99'"
+        assert refused(team["alpha"], sql) == "InsufficientPrivilege"
+    finally:
+        for d in (writer, reader):
             d.stop()
