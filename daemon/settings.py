@@ -121,6 +121,10 @@ class Settings:
     pg_timeout_seconds: float = 60.0
     """A write to a shared index running longer is cancelled; the daemon stops waiting
     for a server that does not answer 5 s after that (reads: 5 s, then 5 s)."""
+    pg_lease_seconds: float = 30.0
+    """How long this daemon's hold on its machine name lasts unless renewed (a heartbeat
+    every sixth of it): a frozen or vanished daemon's machine is behind after half of
+    it, gone after all of it, and another daemon may take the name then."""
     kind_boosts: tuple[tuple[str, float], ...] | None = None
     """``[kind_boosts]`` of the config file: how much each kind counts in ranking (None:
     ``kinds.DEFAULT_BOOSTS``)."""
@@ -342,6 +346,10 @@ OPTIONS: Final = (
     Option("pg_timeout_seconds", "--pg-timeout", "KBINDEX_PG_TIMEOUT",
            _number(Settings.pg_timeout_seconds, minimum=1.0), metavar="SECONDS", cli_type=float,
            help="cancel a write to a shared index that runs longer"),
+    Option("pg_lease_seconds", "--pg-lease", "KBINDEX_PG_LEASE",
+           _number(Settings.pg_lease_seconds, minimum=6.0), metavar="SECONDS", cli_type=float,
+           help="a frozen daemon's machine in a shared index is behind after half of this,"
+           " gone after all of it"),
     Option("frame_timeout_seconds", "--frame-timeout", "KBINDEX_FRAME_TIMEOUT",
            _number(Settings.frame_timeout_seconds, minimum=0.1),
            metavar="SECONDS", cli_type=float,

@@ -622,7 +622,9 @@ async def test_a_frozen_daemons_lease_runs_out_and_it_writes_nothing_after(
 async def test_answers_say_which_machines_are_behind_or_gone_and_kbctl_retires_one(
     pg: Any, tmp_path: Path
 ) -> None:
-    from kbindex.daemon.backends.postgres.machines import LATE_SECONDS
+    from kbindex.daemon.backends.postgres.machines import LEASE_SECONDS
+
+    LATE_SECONDS = LEASE_SECONDS / 2
 
     alpha_root, beta_root = tmp_path / "alpha-notes", tmp_path / "beta-notes"
     write(alpha_root / "lanterns.md", "the lantern festival\n")

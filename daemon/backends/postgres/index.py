@@ -95,7 +95,10 @@ class PgIndex:
     @classmethod
     def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> PgIndex:
         """Each machine's roots are its own; the index reads no file."""
-        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds, kinds)
+        return cls(
+            settings.dsn, settings.machine, settings.pg_timeout_seconds, kinds,
+            settings.pg_lease_seconds,
+        )  # fmt: skip
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class PgIndex:
         machine: str,
         timeout: float = WRITE_SECONDS,
         kinds: Classifier | None = None,
+        lease: float = machines.LEASE_SECONDS,
     ) -> None:
         self.machine = machine
         self.kinds = kinds or Classifier()
@@ -123,7 +127,7 @@ class PgIndex:
         self._down = ""
         """Why reads fail at once: the server was lost, and no probe reached it since."""
         self._probing = threading.Lock()
-        self._lease = machines.Lease(dsn, machine, timeout)
+        self._lease = machines.Lease(dsn, machine, timeout, lease)
         self._claimed: set[str] = set()
         self._counted: tuple[int, float, reads.Stats] | None = None
         """(``_writes``, monotonic time) of the last count of the corpus, and the count."""

@@ -3,14 +3,17 @@
 ``kb_machines`` has a row per machine name: its owner (the role that registered it: with
 row-level security on, only that role may write the machine's rows), the daemon writing
 it now (``holder``) and until when (``expires``). A daemon takes the lease before its
-first write, renews it every HEARTBEAT_SECONDS from a thread of its own (its own
-connection: a long batch does not starve it), and gives it back when it stops. Every
-write batch renews it first, in the batch's own transaction, and reads the schema's
-version in the same statement: a batch of a daemon that lost its lease (it was paused
-past LEASE_SECONDS and another took over) or that meets another schema writes nothing.
+first write, for its ``pg_lease`` seconds (LEASE_SECONDS unless the settings say), renews
+it every sixth of that from a thread of its own (its own connection: a long batch does
+not starve it), and gives it back when it stops. Every write batch renews it first, in
+the batch's own transaction, and reads the schema's version in the same statement: a
+batch of a daemon that lost its lease (it was paused past its lease and another took
+over) or that meets another schema writes nothing.
 
 A second daemon with the same name is refused while the lease runs; a host that
-vanished holds it LEASE_SECONDS at most.
+vanished holds it one lease at most. A machine is behind once its heartbeat is late by
+half its lease (three heartbeats): each row says its own lease (``expires`` less
+``heartbeat``), so every daemon judges each machine by that machine's setting.
 """
 
 from __future__ import annotations
@@ -32,14 +35,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LEASE_SECONDS: Final = 30
-HEARTBEAT_SECONDS: Final = 5.0
-LATE_SECONDS: Final = 3 * HEARTBEAT_SECONDS
-"""A live daemon whose heartbeat is older than this is behind (stalled, or cut off)."""
+LEASE_SECONDS: Final = 30.0
+"""The lease unless the settings give another (``pg_lease_seconds``)."""
+BEATS: Final = 6
+"""Heartbeats per lease: a machine is behind after three missed (half its lease)."""
 
-_TAKE: Final = f"""
+_TAKE: Final = """
     INSERT INTO kb_machines AS m (name, holder, heartbeat, expires)
-    VALUES (%(name)s, %(holder)s, now(), now() + interval '{LEASE_SECONDS} seconds')
+    VALUES (%(name)s, %(holder)s, now(), now() + make_interval(secs => %(lease)s))
     ON CONFLICT (name) DO UPDATE
         SET holder = excluded.holder, heartbeat = excluded.heartbeat, expires = excluded.expires
         WHERE m.holder = excluded.holder OR m.holder IS NULL OR m.expires < now()
@@ -63,9 +66,9 @@ class Machine(NamedTuple):
 def listed(conn: Connection) -> list[Machine]:
     """Every registered machine, and every machine name that has rows."""
     rows = conn.execute(
-        f"""SELECT coalesce(m.name, f.machine), coalesce(m.owner::text, ''),
+        """SELECT coalesce(m.name, f.machine), coalesce(m.owner::text, ''),
                CASE WHEN m.holder IS NULL OR m.expires < now() THEN 'gone'
-                    WHEN m.heartbeat < now() - interval '{LATE_SECONDS} seconds' THEN 'behind'
+                    WHEN m.heartbeat < now() - (m.expires - m.heartbeat) / 2 THEN 'behind'
                     ELSE 'live' END,
                extract(epoch FROM now() - m.heartbeat)::float8
         FROM kb_machines m FULL JOIN (SELECT DISTINCT machine FROM kb_files) f
@@ -78,10 +81,14 @@ def listed(conn: Connection) -> list[Machine]:
 class Lease:
     """This daemon's lease on its machine name."""
 
-    def __init__(self, dsn: str, machine: str, timeout: float) -> None:
+    def __init__(
+        self, dsn: str, machine: str, timeout: float, seconds: float = LEASE_SECONDS
+    ) -> None:
         self.machine = machine
         self.holder = f"{socket.gethostname()} pid {os.getpid()} {secrets.token_hex(3)}"
-        self._beats = Writer(dsn, min(timeout, HEARTBEAT_SECONDS * 2))
+        self.seconds = seconds
+        self.heartbeat = seconds / BEATS
+        self._beats = Writer(dsn, min(timeout, self.heartbeat * 2))
         self._held = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -101,7 +108,9 @@ class Lease:
         raise MachineTaken or SchemaRefused (the transaction is then to roll back)."""
         try:
             with conn.transaction():  # a savepoint: the reason is read after a refusal
-                taken = conn.execute(_TAKE, {"name": self.machine, "holder": self.holder})
+                taken = conn.execute(
+                    _TAKE, {"name": self.machine, "holder": self.holder, "lease": self.seconds}
+                )
                 row = taken.fetchone()
         except psycopg.errors.InsufficientPrivilege as exc:
             if "row-level security" not in str(exc):
@@ -145,7 +154,7 @@ class Lease:
         )
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        while not self._stop.wait(self.heartbeat):
             if not self._held:
                 continue
             try:
@@ -164,7 +173,7 @@ class Lease:
         """Give the lease back (the daemon stops): another daemon may take the name now."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=HEARTBEAT_SECONDS * 3)
+            self._thread.join(timeout=self.heartbeat * 3)
         if self._held:
             with suppress(psycopg.Error):
                 conn = self._beats.get()
