@@ -174,6 +174,11 @@ async def started(d: Daemon) -> None:
         assert d.state_dir.stat().st_uid == d.socket.parent.stat().st_uid == d.uid
 
 
+async def reindexed(d: Daemon) -> None:
+    done = await anyio.to_thread.run_sync(d.kbctl, "reindex", "--full", "--wait")
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.timeout(300)
 async def test_two_writers_and_a_reader_lose_nothing_and_name_the_one_behind(
     team: dict[str, str], users: Any, tmp_path: Path
@@ -204,8 +209,8 @@ async def test_two_writers_and_a_reader_lose_nothing_and_name_the_one_behind(
         for d in daemons:
             assert found(d, "yak") == {("alpha", "alpha-only.md"), ("beta", "beta-only.md")}
 
-        # Written, changed, renamed and deleted under both roots; each writer scans in
-        # full, one after the other, twice: neither scan touches the other's rows.
+        # Written, changed, renamed and deleted under both roots; both writers scan in
+        # full at the same time, twice: neither scan touches the other's rows.
         for name, root in roots.items():
             write(root / "changing.md", f"new words of {name}, ibis\n")
             (root / "moved").mkdir()
@@ -213,9 +218,9 @@ async def test_two_writers_and_a_reader_lose_nothing_and_name_the_one_behind(
             (root / "leaving.md").unlink()
             write(root / "new.md", f"fresh words of {name}, okapi\n")
         for _ in range(2):
-            for w in writers.values():
-                done = w.kbctl("reindex", "--full", "--wait")
-                assert done.returncode == 0, done.stderr
+            async with anyio.create_task_group() as tg:
+                for w in writers.values():
+                    tg.start_soon(reindexed, w)
         for d in daemons:
             for word, paths in WORDS.items():
                 want = {(m, p) for m in roots for p in paths}
