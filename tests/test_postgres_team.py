@@ -109,11 +109,11 @@ def ask(d: Daemon, *args: str) -> dict[str, Any]:
 
 
 @pytest.fixture(params=["one user", "three users"])
-def users(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """Makes each daemon: as this user under ``tmp_path``, or as a throwaway uid of its
-    own in a folder of its own."""
+def users(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, Any]]:
+    """Where the daemons' folders go, and what makes each daemon: as this user under
+    ``tmp_path``, or as a throwaway uid of its own in a folder of its own."""
     if request.param == "one user":
-        yield lambda name, dsn, *roots: shared(tmp_path, name, dsn, *roots)
+        yield tmp_path, lambda name, dsn, *roots: shared(tmp_path, name, dsn, *roots)
         return
     python = python_for_others()
     if os.geteuid() != 0 or python is None or not reachable_by_all(Path(SITE)):
@@ -136,9 +136,8 @@ def users(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
             d.extra_args = ["--no-roots"]
         return d
 
-    make.top = top  # type: ignore[attr-defined]
     try:
-        yield make
+        yield top, make
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
@@ -181,7 +180,7 @@ async def reindexed(d: Daemon) -> None:
 
 @pytest.mark.timeout(300)
 async def test_two_writers_and_a_reader_lose_nothing_and_name_the_one_behind(
-    team: dict[str, str], users: Any, tmp_path: Path
+    team: dict[str, str], users: tuple[Path, Any]
 ) -> None:
     blocks = sql_blocks()
     made = migrate(team["kb_owner"])
@@ -190,16 +189,16 @@ async def test_two_writers_and_a_reader_lose_nothing_and_name_the_one_behind(
     for _ in range(2):  # the owner may run it again (after a migrate)
         run(team["kb_owner"], blocks[ROW_SECURITY])
 
-    top = getattr(users, "top", tmp_path)
+    top, make = users
     roots = {name: top / name / "notes" for name in ("alpha", "beta")}
-    writers = {name: users(name, team[name], root) for name, root in roots.items()}
+    writers = {name: make(name, team[name], root) for name, root in roots.items()}
     for name, root in roots.items():  # the same paths on both: rows keyed by machine
         write(root / "shared.md", f"# Shared\nkept by {name}, zebra\n")
         write(root / "changing.md", f"old words of {name}\n")
         write(root / "moving.md", f"moving words of {name}, quokka\n")
         write(root / "leaving.md", f"leaving words of {name}, wombat\n")
         write(root / f"{name}-only.md", f"only {name} has this yak\n")
-    reader = users("searcher", team["searcher"])
+    reader = make("searcher", team["searcher"])
     daemons = [*writers.values(), reader]
     for d in writers.values():  # the reader keeps its default: each row says its lease
         d.extra_args += ["--pg-lease", str(LEASE)]
