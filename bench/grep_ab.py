@@ -8,7 +8,8 @@ on the other, and per pattern runs rounds of: old grep, new grep, ``rg -uu -n`` 
 process (output read through a pipe), in an order that rotates every round. The
 figures are p50s, new over old and rg over each, with the load average before and
 after each pattern; the totals of both builds are checked against the lines rg prints
-over the indexed files.
+over the indexed files. ``--old-state`` gives the old build a kept state of its own (a
+build refuses or rebuilds an index of another schema).
 
     .venv/bin/python bench/grep_ab.py /tmp/bench/corpus --state KEPT/state-new \\
         --against /tmp/grep-old/.venv/bin/kbindexd [--none '.' ...] [--rounds 7]
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("tree", type=Path, help="the indexed tree (only read)")
     p.add_argument("--state", type=Path, required=True, help="a kept state dir to copy")
+    p.add_argument("--old-state", type=Path, help="the old build's kept state (default --state)")
     p.add_argument("--against", type=Path, required=True, help="the old build's kbindexd")
     for kind in KINDS:
         p.add_argument(f"--{kind}", action="append", help=f"a {kind} pattern (repeat)")
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     daemons: dict[str, common.Daemon] = {}
     try:
         for name, exe in (("old", args.against), ("new", common.KBINDEXD)):
-            shutil.copytree(args.state, work / f"state-{name}")
+            kept = args.old_state if name == "old" and args.old_state else args.state
+            shutil.copytree(kept, work / f"state-{name}")
             daemons[name] = common.start_daemon(tree, work, *DAEMON_OPTIONS, exe=exe, name=name)
         for d in daemons.values():
             anyio.run(_wait_indexed, d, 3600.0)

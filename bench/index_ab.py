@@ -6,13 +6,17 @@ state directory under the scratch folder, samples the daemon's resident set from
 time to that point, CPU seconds, peak RSS (VmHWM), RSS at the end and when the peak
 was reached, index bytes, load averages before and after. Builds alternate (A, B, A,
 B, ...) because other work on the machine moves wall times between runs; memory is not
-load-sensitive. Each state directory is deleted after its run.
+load-sensitive. Each state directory is deleted after its run, except the last one of
+each build with ``--keep DIR`` (moved to ``DIR/state-old`` and ``DIR/state-new``: kept
+indexes for ``rescan_ab.py`` and ``grep_ab.py``, which need one per build when the
+schemas differ).
 
 With ``--backend postgres`` each run indexes into a fresh database (a throwaway cluster,
 or ``--dsn``'s database emptied: ``pgcluster``), and the figures add the server's CPU
 seconds (throwaway cluster only) and the tables' size in place of the index file's.
 
     .venv/bin/python bench/index_ab.py TREE --old /tmp/km-base/.venv/bin/kbindexd [--pairs 2]
+        [--keep DIR]
     .venv/bin/python bench/index_ab.py TREE --old OLD/kbindexd --backend postgres [--dsn URL]
 """
 
@@ -69,7 +73,13 @@ def _owner_made(exe: Path) -> bool:
 
 
 def one_run(
-    tree: Path, work: Path, exe: Path, name: str, every: float, dbs: pgcluster.Databases | None
+    tree: Path,
+    work: Path,
+    exe: Path,
+    name: str,
+    every: float,
+    dbs: pgcluster.Databases | None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     load_before = load()
     dsn = dbs.fresh(migrate=_owner_made(exe)) if dbs is not None else ""
@@ -122,6 +132,10 @@ def one_run(
     finally:
         done.set()
         common.stop_daemon(d)
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(d.state, keep)
         shutil.rmtree(d.state, ignore_errors=True)
     return figures
 
@@ -137,6 +151,7 @@ def main() -> int:
     p.add_argument("--json", type=Path, help="results file")
     p.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     p.add_argument("--dsn", help="with --backend postgres: a database the benchmark may empty")
+    p.add_argument("--keep", type=Path, help="keep each build's last state in this folder")
     args = p.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kb-index-ab-"))
     (work / "config").mkdir(parents=True, exist_ok=True)
@@ -146,9 +161,11 @@ def main() -> int:
         dbs = None
         if args.backend == "postgres":
             dbs = stack.enter_context(pgcluster.databases(args.dsn))
-        for _ in range(args.pairs):
+        for pair in range(args.pairs):
             for name, exe in order:
-                r = one_run(args.tree, work, exe, name, args.sample, dbs)
+                last = args.keep is not None and dbs is None and pair == args.pairs - 1
+                keep = args.keep / f"state-{name}" if last and args.keep else None
+                r = one_run(args.tree, work, exe, name, args.sample, dbs, keep)
                 runs.append(r)
                 server = f", server CPU {r['server_cpu_s']} s" if r["server_cpu_s"] else ""
                 print(

@@ -13,6 +13,9 @@ a loop of changes: the copies are kept in ``--work`` and reused by the next run.
     .venv/bin/python bench/rescan_ab.py /srv/kernel/linux-source-6.1 \\
         --state KEPT_STATE --old OTHER/.venv/bin/kbindexd [--rounds 10]
     .venv/bin/python bench/rescan_ab.py TREE --state NEW_DIR --build   # index TREE first
+
+``--old-state`` gives the old build a kept state of its own (by default both start on
+copies of ``--state``): a build refuses or rebuilds an index of another schema.
 """
 
 from __future__ import annotations
@@ -70,6 +73,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("tree", type=Path, help="the indexed tree (only read)")
     p.add_argument("--state", type=Path, required=True, help="a kept state dir of TREE")
+    p.add_argument("--old-state", type=Path, help="the old build's kept state (default --state)")
     p.add_argument("--build", action="store_true", help="index TREE into --state first")
     p.add_argument("--old", type=Path, help="the other build's kbindexd (default: none)")
     p.add_argument("--new", type=Path, default=common.KBINDEXD, help="default: this venv's")
@@ -87,7 +91,8 @@ def main() -> None:
         for name, exe in builds.items():
             copy = args.work / f"state-{name}"
             if not copy.exists():  # a copy per build: they run at once
-                shutil.copytree(args.state, copy)
+                kept = args.old_state if name == "old" and args.old_state else args.state
+                shutil.copytree(kept, copy)
             daemons[name] = d = common.start_daemon(
                 args.tree, args.work, *OPTIONS, exe=exe, name=name
             )
