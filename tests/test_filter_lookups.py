@@ -74,6 +74,12 @@ def test_a_small_collection_filtered_fills_its_top_k_inside_a_large_index(
     drafts = {f"small/n{i:03}.md" for i in range(15) if STATUSES[i % 6].lower() == "draft"}
     hits, total = found(Filters(fields=(("status", "DRAFT"),)))
     assert len(hits) == 10 and hits <= drafts and total == len(drafts) == 11
+    # A word of the small notes only: few matches, each checked by a lookup of its rows.
+    hits, total = found(Filters(fields=(("status", "DRAFT"),)), "filler")
+    assert len(hits) == 10 and hits <= drafts and total == 11
+    hits, total = found(Filters(dated=(YEAR_2024,), tags=("team",)), "filler")
+    assert len(hits) == 10 and hits <= small_notes and total == 15
+    assert found(Filters(dated=(DateRange(1.6e9, 1.65e9),)), "filler") == (set(), 0)
     # Nothing admitted: a tag of the small root within the large one, a year of no note.
     assert found(Filters(roots=(str(big),), tags=("team",))) == (set(), 0)
     assert found(Filters(dated=(DateRange(1.6e9, 1.65e9),))) == (set(), 0)

@@ -7,12 +7,11 @@ ids a lookup of ``fields`` gives, by its ``(source, key, value)`` or ``(source, 
 number)`` index.
 
 In a search, each membership is checked on the full-text table's rowid, as FTS5 hands
-a match over, before the match's files row is read. A search first looks up what needs
-it, once for all its statements (``lookups``, ``Admitted``): the ids its dates admit,
-in ascending order (its statements each build their list from that far faster than
-from the index's order, by date), and the first and last id its roots and dates
-admit, so that FTS5 reads only that stretch of each doclist (a root's files are mostly
-indexed together: a small root is a short stretch).
+a match over, before the match's files row is read; a statement that finds few matches
+checks a field or date on each match's own ``fields`` rows instead (``few``). A search
+first looks up the first and last id of its roots (``lookups``, ``Admitted``), which
+FTS5 takes as the stretch of each doclist to read: a root's files are mostly indexed
+together, so a small root is a short stretch.
 """
 
 from __future__ import annotations
@@ -34,11 +33,8 @@ _LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """What a search's filters admit, looked up before its statements run."""
+    """The stretch of ids a search's roots admit, looked up before its statements run."""
 
-    ids: str | None
-    """The ids its tags, fields and dates admit, a JSON array in ascending order (None:
-    it has none of those filters)."""
     first: int | None
     """No id below this one is admitted (None: no bound)."""
     last: int | None
@@ -46,50 +42,37 @@ class Admitted:
     """No id at all is admitted."""
 
     @staticmethod
-    def of(rows: Sequence[tuple[str | None, int | None, int | None]]) -> Admitted:
-        """From the rows of ``lookups`` (each an id list or None, a first and a last id)."""
-        ids = next((listed for listed, _, _ in rows if listed is not None), None)
+    def of(rows: Sequence[tuple[int | None, int | None]]) -> Admitted:
+        """From the rows of ``lookups`` (each a first and a last id)."""
         first: int | None = None
         last: int | None = None
-        for _, low, high in rows:
+        for low, high in rows:
             if low is None or high is None:
-                return Admitted(ids, None, None, nothing=True)
+                return Admitted(None, None, nothing=True)
             first = low if first is None else max(first, low)
             last = high if last is None else min(last, high)
-        return Admitted(ids, first, last)
+        return Admitted(first, last)
 
 
 def lookups(filters: Filters) -> list[tuple[str, list[object]]]:
-    """The queries whose rows make a search's ``Admitted`` (none when no filter needs
-    one): one for its dates, one for its roots."""
-    queries: list[tuple[str, list[object]]] = []
-    sets = _dated(filters)
-    if sets:
-        # The index gives a date's files by date: the list a statement builds from
-        # them in ascending order costs a fraction of one in that order.
-        admitted = " INTERSECT ".join(sql for sql, _ in sets)
-        queries.append(
-            (
-                f"SELECT json_group_array(id), min(id), max(id) FROM ({admitted} ORDER BY 1)",
-                [p for _, set_params in sets for p in set_params],
-            )
-        )
-    if filters.roots:
-        queries.append(
-            (
-                f"SELECT NULL, min(id), max(id) FROM files WHERE root IN {IN_JSON}",
-                [as_json(filters.roots)],
-            )
-        )
-    return queries
+    """The queries whose rows make a search's ``Admitted``: the first and last id of
+    its roots (none without a root filter)."""
+    if not filters.roots:
+        return []
+    roots: list[object] = [as_json(filters.roots)]
+    return [(f"SELECT min(id), max(id) FROM files WHERE root IN {IN_JSON}", roots)]
 
 
 def condition(
-    filters: Filters, files: str = "f", admitted: Admitted | None = None, rowid: str = "d.rowid"
+    filters: Filters,
+    files: str = "f",
+    admitted: Admitted | None = None,
+    rowid: str = "d.rowid",
+    few: bool = False,
 ) -> tuple[str, list[object]]:
     """The SQL condition (``1`` for none) and its parameters; with ``admitted`` (what
     ``lookups`` found), for a query whose full-text table's ``rowid`` is the files
-    row's id."""
+    row's id, and ``few``: that finds few matches (``searcher.FEW_MATCHES``)."""
     parts: list[str] = []
     params: list[object] = []
     if filters.roots:
@@ -102,61 +85,75 @@ def condition(
         span, span_params = _span(f"{files}.mtime_ns", filters.modified, _NS)
         parts.append(span)
         params += span_params
+    listed = _tag_lists(filters)
+    if admitted is not None and few:
+        # A lookup per match by the file's own rows costs less than a list of the
+        # thousands of ids a field or date may admit (built by each statement).
+        for where, check_params in _checks(filters):
+            parts.append(
+                f"EXISTS (SELECT 1 FROM fields INDEXED BY fields_file WHERE file = {rowid}"
+                f" AND {where})"
+            )
+            params += check_params
+    else:
+        listed += _field_lists(filters) + _date_lists(filters)
     # The unary +: a ``rowid IN`` that SQLite hands to FTS5 becomes one MATCH per
     # listed row; checked on the rowid, a list rules a match out before its files row
     # is read.
     member = f"{files}.id IN" if admitted is None else f"+{rowid} IN"
-    for sql, set_params in _sets(filters) + (_dated(filters) if admitted is None else []):
+    for sql, list_params in listed:
         parts.append(f"{member} ({sql})")
-        params += set_params
+        params += list_params
     if admitted is not None and admitted.nothing:
         parts.append("0")
-    elif admitted is not None:
-        if admitted.first is not None and admitted.last is not None:
-            parts.append(f"{rowid} >= ? AND {rowid} <= ?")  # FTS5 reads only this stretch
-            params += [admitted.first, admitted.last]
-        if admitted.ids is not None:
-            parts.append(f"{member} {IN_JSON}")
-            params.append(admitted.ids)
+    elif admitted is not None and admitted.first is not None and admitted.last is not None:
+        parts.append(f"{rowid} >= ? AND {rowid} <= ?")  # FTS5 reads only this stretch
+        params += [admitted.first, admitted.last]
     return (" AND ".join(parts) or "1"), params
 
 
-def _sets(filters: Filters) -> list[tuple[str, list[object]]]:
-    """The query of the ids (``id``) each tag and field filter admits, in ascending
-    order (the index's, within a value)."""
-    sets: list[tuple[str, list[object]]] = []
-    for tag in filters.tags:
-        sets.append(
-            ("SELECT file AS id FROM fields WHERE source = 'tag' AND key = '' AND value = ?", [tag])
-        )
-    for key, value in filters.fields:
-        # The index keeps values as written: the spellings that differ only in case are
-        # found by ranges of it (``_nocase``), each then compared without regard to case.
-        sets.append(
-            (
-                "SELECT v.file AS id FROM json_each(?) r JOIN fields v ON v.source = 'meta'"
-                " AND v.key = ? AND v.value BETWEEN r.value->>0 AND r.value->>1"
-                " WHERE v.value = ? COLLATE NOCASE",
-                [as_json(_nocase(value)), key, value],
-            )
-        )
-    return sets
+def _tag_lists(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The query of the ids each tag filter admits (in ascending order: the index's)."""
+    where = "source = 'tag' AND key = '' AND value = ?"
+    return [(f"SELECT file FROM fields WHERE {where}", [tag]) for tag in filters.tags]
 
 
-def _dated(filters: Filters) -> list[tuple[str, list[object]]]:
-    """The query of the ids (``id``) each date filter admits."""
-    sets: list[tuple[str, list[object]]] = []
+def _field_lists(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The query of the ids each field filter admits."""
+    # The index keeps values as written: the spellings that differ only in case are
+    # found by ranges of it (``_nocase``), each then compared without regard to case.
+    return [
+        (
+            "SELECT v.file FROM json_each(?) r JOIN fields v ON v.source = 'meta'"
+            " AND v.key = ? AND v.value BETWEEN r.value->>0 AND r.value->>1"
+            " WHERE v.value = ? COLLATE NOCASE",
+            [as_json(_nocase(value)), key, value],
+        )
+        for key, value in filters.fields
+    ]
+
+
+def _date_lists(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The query of the ids each date filter admits."""
+    return [(f"SELECT file FROM fields WHERE {where}", p) for where, p in _dates(filters)]
+
+
+def _checks(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The condition on a ``fields`` row of each field and date filter."""
+    where = "source = 'meta' AND key = ? AND value = ? COLLATE NOCASE"
+    fields: list[tuple[str, list[object]]] = [(where, [k, v]) for k, v in filters.fields]
+    return fields + _dates(filters)
+
+
+def _dates(filters: Filters) -> list[tuple[str, list[object]]]:
+    conditions: list[tuple[str, list[object]]] = []
     for dated in filters.dated:
         keys = [dated.key] if dated.key else list(DATE_KEYS)
         span, span_params = _span("number", dated, 1)
-        sets.append(
-            (
-                f"SELECT file AS id FROM fields WHERE source = 'date' AND key IN {IN_JSON}"
-                f" AND {span}",
-                [as_json(keys), *span_params],
-            )
+        conditions.append(
+            (f"source = 'date' AND key IN {IN_JSON} AND {span}", [as_json(keys), *span_params])
         )
-    return sets
+    return conditions
 
 
 def _nocase(value: str) -> list[tuple[str, str]]:

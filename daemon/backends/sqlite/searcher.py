@@ -53,14 +53,14 @@ def path_sql(parsed: PathFilter | None, prefix: str = "f") -> tuple[str, list[ob
 
 
 def files_sql(
-    filters: Filters, prefix: str = "f", admitted: Admitted | None = None
+    filters: Filters, prefix: str = "f", admitted: Admitted | None = None, few: bool = False
 ) -> tuple[str, list[object]]:
     """SQL condition for ``filters`` (its path filter and the rest) on the files table
     ``prefix``; ``admitted``: what a search looked its filters up to (``filters``)."""
     cond, params = path_sql(filters.path, prefix)
     if not filters.structured:
         return cond, params
-    more, more_params = condition(filters, prefix, admitted)
+    more, more_params = condition(filters, prefix, admitted, few=few)
     return f"{cond} AND {more}", [*params, *more_params]
 
 
@@ -240,9 +240,11 @@ class _Query:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
         ``split``: the documents of its essential items ranked first (``essential``)."""
-        cond, params = files_sql(self.filters, admitted=self.admitted)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
+            checked = self.filters.fields or self.filters.dated
+            few = bool(checked) and _few(conn, resolved.match)
+            cond, params = files_sql(self.filters, admitted=self.admitted, few=few)
             # The files row is joined only for a filter or a kind's boost: every
             # document has one, written in the same transaction, and counting through
             # the join would look up each match's row.
@@ -347,6 +349,17 @@ def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:
             sql += f" AND +d.rowid {kind} {holding}"
             exact.append(expr)
     return sql, exact
+
+
+FEW_MATCHES: Final = 300
+"""A statement whose expression finds at most this many documents checks its field and
+date filters on each one (a lookup of the file's ``fields`` rows), not against a list
+of every id they admit, which may cost more to build than that many lookups."""
+
+
+def _few(conn: sqlite.Connection, match: str) -> bool:
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {STEMMED} WHERE {STEMMED} MATCH ? LIMIT ?)"
+    return int(conn.execute(sql, (match, FEW_MATCHES + 1)).fetchone()[0]) <= FEW_MATCHES
 
 
 def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
