@@ -177,3 +177,32 @@ def write_results(results: dict[str, Any], path: Path | None, default: Path) -> 
     target.write_text(json.dumps(results, indent=1))
     print(f"results written to {target}")
     return target
+
+
+# ------------------------------------------------------------------ in-process indexing
+
+
+def index_roots(idx: Any, roots: list[Path], *, max_bytes: int, batch: int = 500) -> None:
+    """Index every file under ``roots`` into ``idx`` (an opened ``Index``) in this process,
+    as the daemon's indexer prepares them (read, then ``documents.prepare``), in batches
+    of ``batch``: the benchmarks that measure the index itself, not the daemon around it."""
+    from kbindex.daemon.indexing import textfile
+    from kbindex.daemon.indexing.documents import prepare
+    from kbindex.daemon.indexing.scanner import Seen
+
+    for root in roots:
+        pending: list[Any] = []
+        for dirpath, _dirs, names in os.walk(root):
+            for name in sorted(names):
+                path = os.path.join(dirpath, name)
+                st = os.stat(path)
+                seen = Seen(path, str(root), st.st_size, st.st_mtime_ns)
+                loaded = textfile.load(path, max_bytes)
+                if isinstance(loaded, textfile.Loaded):
+                    loaded = prepare(seen.relpath, loaded)
+                pending.append((seen, loaded))
+                if len(pending) >= batch:
+                    idx.apply(pending, [])
+                    pending = []
+        if pending:
+            idx.apply(pending, [])

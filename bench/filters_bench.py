@@ -1,11 +1,19 @@
-"""What a filter costs a search (issue 41): 20,000 generated Markdown notes with front
-matter (tags, status, a created date) in a large root, and a small root of 200 notes,
-indexed in-process with ``SqliteIndex``; then questions of two or three words, each
-run unfiltered and with a tag, a field, a kind, a date span and the small root's scope
-(``plan.Filters``), alternating, limit 10. Prints each filter's p50 and p99 against the
-unfiltered search's, and checks that the small root's scoped search fills its limit.
+"""What a filter costs a search (issue 41), on one of two corpora indexed in-process with
+``SqliteIndex``, each a large root plus a small one of 200 files:
 
-    .venv/bin/python bench/filters_bench.py [--notes 20000]
+- ``notes`` (the default): 20,000 generated Markdown notes with front matter (tags,
+  status, a created date); filtered by a tag, a field, a kind, a created date span, the
+  modified time, a path and the small root's scope;
+- ``bench``: bench/corpus.py's corpus (its defaults: 20,000 files, about 200 MB; made
+  if missing), which has no front matter; filtered by kind, the modified time (the
+  newer half), a path and the small root's scope.
+
+Questions of two or three words are run unfiltered and with each filter
+(``plan.Filters``), alternating, limit 10. Prints each filter's p50 and p99 and their
+ratios to the unfiltered search's, and checks that the small root's scoped search fills
+its limit.
+
+    .venv/bin/python bench/filters_bench.py [--corpus notes|bench] [--notes 20000]
 """
 
 from __future__ import annotations
@@ -21,18 +29,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import common
+import corpus
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
-from kbindex.daemon.index.plan import NO_FILTERS, DateRange, Filters
-from kbindex.daemon.indexing import textfile
-from kbindex.daemon.indexing.documents import prepare
-from kbindex.daemon.indexing.scanner import Seen
+from kbindex.daemon.index.plan import NO_FILTERS, DateRange, Filters, PathFilter
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 
 WORDS = [f"w{n}" for n in range(3000)]
 TAGS = [f"topic{n}" for n in range(50)]
 QUESTIONS = 300
+SMALL = 200
 DAY = 86400.0
+SCOPE = "small root (scope)"
 
 
 def _note(rng: random.Random, i: int) -> str:
@@ -44,86 +53,127 @@ def _note(rng: random.Random, i: int) -> str:
     return f"---\n{front}\n---\n# Note {i}\n{words}\n"
 
 
-def _index(roots: list[Path], db: Path) -> SqliteIndex:
-    idx = SqliteIndex(db, Roots(tuple(roots)))
-    idx.open()
-    for root in roots:
-        batch: list[Any] = []
-        for dirpath, _dirs, names in os.walk(root):
-            for name in names:
-                path = os.path.join(dirpath, name)
-                st = os.stat(path)
-                seen = Seen(path, str(root), st.st_size, st.st_mtime_ns)
-                loaded = textfile.load(path, 1 << 20)
-                if isinstance(loaded, textfile.Loaded):
-                    loaded = prepare(seen.relpath, loaded)
-                batch.append((seen, loaded))
-                if len(batch) >= 1000:
-                    idx.apply(batch, [])
-                    batch = []
-        if batch:
-            idx.apply(batch, [])
-    return idx
+def _notes(
+    work: Path, count: int, rng: random.Random, *, write: bool = True
+) -> tuple[Path, Path, list[str]]:
+    big, small = work / "big", work / "small"
+    for root, n in ((big, count), (small, SMALL)) if write else ():
+        for i in range(n):
+            folder = root / f"d{i % 100}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"n{i}.md").write_text(_note(rng, i), encoding="utf-8")
+    return big, small, WORDS[:600]
+
+
+def _bench_corpus(work: Path) -> tuple[Path, Path, list[str]]:
+    files, mb, seed = corpus.DEFAULT_FILES, corpus.DEFAULT_MB, corpus.DEFAULT_SEED
+    out = corpus.default_out(files, mb, seed)
+    manifest = corpus.build(out, files, mb, seed)
+    corpus.build(work / "small", SMALL, mb * SMALL / files, seed + 1)
+    return out, work / "small", list(manifest["queries"]["middle"])
+
+
+def _newer_half(root: Path) -> float:
+    """The median modification time under ``root``, in POSIX seconds."""
+    times = sorted(
+        os.stat(os.path.join(d, n)).st_mtime_ns for d, _, names in os.walk(root) for n in names
+    )
+    return times[len(times) // 2] / 1e9
+
+
+def _filters(which: str, big: Path, small: Path) -> dict[str, Filters]:
+    common_filters = {
+        "kind": Filters(kinds=("code",) if which == "bench" else ("doc",)),
+        "modified (newer half)": Filters(modified=DateRange(_newer_half(big), None)),
+        "path": Filters(path=PathFilter.parse("area-05/" if which == "bench" else "d7/")),
+        SCOPE: Filters(roots=(str(small),)),
+    }
+    if which == "bench":
+        return common_filters
+    return {
+        "tag": Filters(tags=("topic7",)),
+        "field": Filters(fields=(("status", "draft"),)),
+        "created 2023": Filters(dated=(DateRange(1.672e9, 1.704e9, "created"),)),
+        **common_filters,
+    }
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(common.percentile(values, 0.5), 2),
+        "p99_ms": round(common.percentile(values, 0.99), 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--notes", type=int, default=20_000)
+    parser.add_argument("--corpus", choices=("notes", "bench"), default="notes")
+    parser.add_argument("--notes", type=int, default=20_000, help="large root's notes")
+    parser.add_argument("--questions", type=int, default=QUESTIONS)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="keep the files and the index in this folder, and reuse them when it holds"
+        " them (to compare two versions of the searcher on one index)",
+    )
+    parser.add_argument(
+        "--index-only", action="store_true", help="with --keep: make the index, measure nothing"
+    )
     args = parser.parse_args()
-    rng = random.Random(41)
-    work = Path(tempfile.mkdtemp(prefix="filters-bench-", dir="/tmp"))
+    rng = random.Random(42)  # the questions: the same whether the notes are made or kept
+    work = args.keep or Path(tempfile.mkdtemp(prefix="filters-bench-", dir="/tmp"))
+    reused = (work / "index.sqlite3").exists()
     try:
-        big, small = work / "big", work / "small"
-        for root, count in ((big, args.notes), (small, 200)):
-            for i in range(count):
-                folder = root / f"d{i % 100}"
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / f"n{i}.md").write_text(_note(rng, i), encoding="utf-8")
+        work.mkdir(parents=True, exist_ok=True)
+        if args.corpus == "notes":
+            big, small, words = _notes(work, args.notes, random.Random(41), write=not reused)
+        else:
+            big, small, words = _bench_corpus(work)
         began = time.perf_counter()
-        idx = _index([big, small], work / "index.sqlite3")
+        idx = SqliteIndex(work / "index.sqlite3", Roots((big, small)))
+        idx.open()
+        if not reused:
+            common.index_roots(idx, [big, small], max_bytes=1 << 20, batch=1000)
         indexed = time.perf_counter() - began
-        filters = {
-            "tag": Filters(tags=("topic7",)),
-            "field": Filters(fields=(("status", "draft"),)),
-            "kind": Filters(kinds=("doc",)),
-            "created 2023": Filters(dated=(DateRange(1.672e9, 1.704e9, "created"),)),
-            "small root (scope)": Filters(roots=(str(small),)),
-        }
+        if args.index_only:
+            idx.close()
+            print(f"indexed in {indexed:.0f} s: {work}")
+            return
+        filters = _filters(args.corpus, big, small)
         times: dict[str, list[float]] = {"unfiltered": [], **{k: [] for k in filters}}
         full = 0
         runs = [("unfiltered", NO_FILTERS), *filters.items()]
-        for n in range(QUESTIONS):
-            plan = to_plan(" ".join(rng.sample(WORDS[:600], rng.choice((2, 3)))))
+        for n in range(args.questions):
+            plan = to_plan(" ".join(rng.sample(words, rng.choice((2, 3)))))
             # Each run first as often: the first pays for the pages the others then find.
             for name, given in runs[n % len(runs) :] + runs[: n % len(runs)]:
                 began = time.perf_counter()
                 found = idx.search(replace(plan, filters=given))
                 times[name].append((time.perf_counter() - began) * 1000)
-                if name == "small root (scope)":
+                if name == SCOPE:
                     full += len(found.hits) == min(10, found.total)
         idx.close()
-
-        def summary(values: list[float]) -> dict[str, float]:
-            values = sorted(values)
-            return {
-                "p50_ms": round(values[len(values) // 2], 2),
-                "p99_ms": round(values[int(len(values) * 0.99)], 2),
-            }
-
-        base = summary(times["unfiltered"])
+        base = _summary(times["unfiltered"])
         result: dict[str, Any] = {
-            "notes": args.notes + 200,
-            "index_seconds": round(indexed, 1),
-            "questions": QUESTIONS,
+            "corpus": args.corpus,
+            "files": f"{big} + {SMALL} in a small root",
+            "index_seconds": None if reused else round(indexed, 1),
+            "questions": args.questions,
+            "load": os.getloadavg(),
+            "commit": common.git("rev-parse", "--short", "HEAD").strip(),
             "unfiltered": base,
-            "small_root_lists_full": f"{full}/{QUESTIONS}",
+            "small_root_lists_full": f"{full}/{args.questions}",
         }
         for name in filters:
-            got = summary(times[name])
-            result[name] = got | {"p50_ratio": round(got["p50_ms"] / base["p50_ms"], 2)}
+            got = _summary(times[name])
+            result[name] = got | {
+                "p50_ratio": round(got["p50_ms"] / base["p50_ms"], 2),
+                "p99_ratio": round(got["p99_ms"] / base["p99_ms"], 2),
+            }
         print(json.dumps(result, indent=2))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

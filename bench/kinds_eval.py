@@ -36,11 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import common
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
-from kbindex.daemon.indexing import textfile
-from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, Classifier
-from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 
@@ -134,21 +132,7 @@ def build(root: Path) -> dict[str, int]:
 def index(root: Path, db: Path, boosts: dict[str, float]) -> SqliteIndex:
     idx = SqliteIndex(db, Roots((root,)), Classifier(boosts=boosts))
     idx.open()
-    batch: list[Any] = []
-    for dirpath, _dirs, names in os.walk(root):
-        for name in sorted(names):
-            path = os.path.join(dirpath, name)
-            st = os.stat(path)
-            seen = Seen(path, str(root), st.st_size, st.st_mtime_ns)
-            loaded = textfile.load(path, 10 << 20)
-            if isinstance(loaded, textfile.Loaded):
-                loaded = prepare(seen.relpath, loaded)
-            batch.append((seen, loaded))
-            if len(batch) >= 500:
-                idx.apply(batch, [])
-                batch = []
-    if batch:
-        idx.apply(batch, [])
+    common.index_roots(idx, [root], max_bytes=10 << 20)
     return idx
 
 

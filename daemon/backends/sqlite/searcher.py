@@ -15,7 +15,7 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
-from kbindex.daemon.backends.sqlite.filters import condition
+from kbindex.daemon.backends.sqlite.filters import Admitted, condition, lookups
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.plan import Filters, PathFilter, Plan
@@ -52,13 +52,15 @@ def path_sql(parsed: PathFilter | None, prefix: str = "f") -> tuple[str, list[ob
     return f"({column} = ? OR substr({column}, 1, ?) = ?)", [stem, len(stem) + 1, stem + "/"]
 
 
-def files_sql(filters: Filters, prefix: str = "f") -> tuple[str, list[object]]:
+def files_sql(
+    filters: Filters, prefix: str = "f", admitted: Admitted | None = None, few: bool = False
+) -> tuple[str, list[object]]:
     """SQL condition for ``filters`` (its path filter and the rest) on the files table
-    ``prefix``."""
+    ``prefix``; ``admitted``: what a search looked its filters up to (``filters``)."""
     cond, params = path_sql(filters.path, prefix)
     if not filters.structured:
         return cond, params
-    more, more_params = condition(filters, prefix)
+    more, more_params = condition(filters, prefix, admitted, few=few)
     return f"{cond} AND {more}", [*params, *more_params]
 
 
@@ -133,10 +135,22 @@ def _in_transaction(
     conn.execute("BEGIN")
     try:
         Deadline(conn, QUERY_DEADLINE_SECONDS)
-        return _search(conn, matched, query)
+        return _search(conn, matched, _looked_up(conn, query))
     finally:
         conn.set_progress_handler(None, 0)  # the deadline is the search's, not the ROLLBACK's
         conn.execute("ROLLBACK")
+
+
+def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
+    """``query`` with what its filters admit (``filters.lookups``), looked up once for
+    all the statements of its search."""
+    try:
+        rows = [conn.execute(sql, params).fetchone() for sql, params in lookups(query.filters)]
+    except sqlite.OperationalError as exc:
+        if is_damage(exc) or "interrupted" not in str(exc):
+            raise
+        raise BadQuery("the query took too long; make it more specific") from None
+    return replace(query, admitted=Admitted.of(rows))
 
 
 def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[list[Any], int, str]:
@@ -171,6 +185,8 @@ class _Query:
     ids_only: bool = False
     """Rows of (rowid, bm25) only: no files row, no text."""
     boosts: Boosts = ()
+    admitted: Admitted | None = None
+    """What the filters admit, looked up once for all the statements of a search."""
 
     @staticmethod
     def of(
@@ -224,9 +240,11 @@ class _Query:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
         ``split``: the documents of its essential items ranked first (``essential``)."""
-        cond, params = files_sql(self.filters)
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
+            checked = self.filters.fields or self.filters.dated
+            few = bool(checked) and _few(conn, resolved.match)
+            cond, params = files_sql(self.filters, admitted=self.admitted, few=few)
             # The files row is joined only for a filter or a kind's boost: every
             # document has one, written in the same transaction, and counting through
             # the join would look up each match's row.
@@ -331,6 +349,17 @@ def _checks(resolved: prefixes.Resolved) -> tuple[str, list[str]]:
             sql += f" AND +d.rowid {kind} {holding}"
             exact.append(expr)
     return sql, exact
+
+
+FEW_MATCHES: Final = 300
+"""A statement whose expression finds at most this many documents checks its field and
+date filters on each one (a lookup of the file's ``fields`` rows), not against a list
+of every id they admit, which may cost more to build than that many lookups."""
+
+
+def _few(conn: sqlite.Connection, match: str) -> bool:
+    sql = f"SELECT count(*) FROM (SELECT 1 FROM {STEMMED} WHERE {STEMMED} MATCH ? LIMIT ?)"
+    return int(conn.execute(sql, (match, FEW_MATCHES + 1)).fetchone()[0]) <= FEW_MATCHES
 
 
 def _count(conn: sqlite.Connection, source: str, args: Sequence[object]) -> int:
