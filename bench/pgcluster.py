@@ -79,6 +79,11 @@ def databases(dsn: str | None) -> Iterator[Databases]:
         raise SystemExit("PostgreSQL's initdb and pg_ctl not found; give --dsn")
     server = pgserver.started(bindir)
     try:
+        # Full pages in the WAL after each checkpoint, as a real server writes them: the
+        # WAL counted is a real server's. fsync stays off (time only, not volume).
+        with psycopg.connect(server.dsn("postgres"), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET full_page_writes = on")
+            conn.execute("SELECT pg_reload_conf()")
         yield Databases(None, server)
     finally:
         server.close()
@@ -111,3 +116,34 @@ def server_cpu_seconds(postmaster: int) -> float:
         if pid == postmaster or int(fields[1]) == postmaster:
             total += sum(int(f) for f in fields[11:15])
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def wal_lsn(dsn: str) -> str:
+    """The server's current WAL position."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    return str(row[0]) if row else "0/0"
+
+
+def wal_since(dsn: str, lsn: str | None) -> int:
+    """Bytes of WAL the whole server wrote since ``lsn``."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def table_mb(dsn: str) -> dict[str, float]:
+    """Each table's size (heap, TOAST and indexes, in MB) and each index's, largest first."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relkind, CASE WHEN c.relkind = 'r'"
+            " THEN pg_total_relation_size(c.oid) ELSE pg_relation_size(c.oid) END"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'kbindex' AND c.relkind IN ('r', 'i')"
+            " ORDER BY 3 DESC"
+        ).fetchall()
+    return {
+        f"{name}{' (index)' if kind == 'i' else ''}": round(size / 1e6, 1)
+        for name, kind, size in rows
+        if size > 100_000
+    }

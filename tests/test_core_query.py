@@ -173,3 +173,15 @@ async def test_short_words_and_stop_words_are_words_like_any_other(daemon: Daemo
     assert await daemon.search_paths('"a non"') == ["a.md"]
     assert await daemon.search_paths('"the quick"') == ["c.md"]
     assert await daemon.search_paths('"as non"', mode="raw") == ["b.md"]
+
+
+@pytest.mark.anyio
+@pytest.mark.backends
+async def test_a_prefix_ranks_by_every_word_it_stands_for(daemon: Daemon) -> None:
+    """A prefix ranks as the words it stands for (SQLite's), not its stem alone: on
+    PostgreSQL the stem's own postings ("zorbl") once ranked a file of one such word,
+    short, above one of four."""
+    write(daemon.root / "many.txt", "zorblax zorblax zorblax zorbling " + "filler " * 30)
+    write(daemon.root / "one.txt", "zorbling and more\n")
+    await daemon.refresh()
+    assert await daemon.search_paths("zorbl*") == ["many.txt", "one.txt"]

@@ -179,6 +179,10 @@ async def test_each_role_can_do_what_the_document_says_and_no_more(
         assert count(team["beta"], f"DELETE FROM kbindex.kb_fields WHERE doc IN ({BETAS})") >= 1
         assert await reader.search_paths("lanterns") == ["lanterns.md"]
         assert count(team["beta"], "DELETE FROM kbindex.kb_files WHERE machine = 'beta'") == 2
+        # Its documents' postings go with them (a trigger, not a foreign key, since schema 6).
+        orphans = "SELECT count(*) FROM kbindex.kb_postings p WHERE NOT EXISTS"
+        orphans += " (SELECT 1 FROM kbindex.kb_docs d WHERE d.id = p.doc)"
+        assert count(team["postgres"], orphans) == 0
         # ...and cannot take another role's machine name.
         alpha.stop()
         impostor = shared(tmp_path, "impostor", team["beta"], alpha_root, machine="alpha")

@@ -101,3 +101,57 @@ def test_version_5_has_every_indexed_file_read_again(version_2: Any) -> None:
     version_2.execute("DELETE FROM kb_docs")  # their rows go with the document
     assert version_2.execute("SELECT count(*) FROM kb_fields").fetchone() == (0,)
     assert version_2.execute("SELECT count(*) FROM kb_links").fetchone() == (0,)
+
+
+def test_version_6_deletes_postings_with_their_document(version_2: Any) -> None:
+    """Postings have no index by document since version 6 (each one cost an entry more):
+    a document's go with it by their lexemes, a limited document's too, whether the
+    document or its file is deleted."""
+    schema.migrate(version_2, upto=5)
+    version_2.execute(f"SET search_path = {schema.NAMESPACE}")
+    texts = {1: "lantern kite festival", 2: " ".join(f"word{n % 400}" for n in range(1000))}
+    for i, text in texts.items():
+        version_2.execute(
+            "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns, indexed_at,"
+            " ctime_ns, ino, dev) VALUES (%s, 'm', %s, '/r', %s, 1, 7, 0, 0, 0, 0)",
+            (i, f"/r/{i}.txt", f"{i}.txt"),
+        )
+        version_2.execute(
+            "INSERT INTO kb_docs VALUES (%s, '', %s, 1, to_tsvector('kb_words', %s), '', '', %s)",
+            (i, text, text, i == 2),
+        )
+        version_2.execute(
+            "INSERT INTO kb_postings SELECT lexeme, %s, 1, 1"
+            " FROM unnest(to_tsvector('kb_words', %s))",
+            (i, text),
+        )
+    schema.migrate(version_2)
+    assert version_2.execute("SELECT to_regclass('kb_postings_doc')").fetchone() == (None,)
+    postings = "SELECT doc, count(*) FROM kb_postings GROUP BY doc ORDER BY doc"
+    assert version_2.execute(postings).fetchall() == [(1, 3), (2, 400)]
+    version_2.execute("DELETE FROM kb_files WHERE id = 1")
+    assert version_2.execute(postings).fetchall() == [(2, 400)]
+    version_2.execute("DELETE FROM kb_docs WHERE id = 2")
+    assert version_2.execute(postings).fetchall() == []
+
+
+def test_version_7_compresses_documents_with_lz4(version_2: Any) -> None:
+    """Documents written after version 7 are compressed with lz4 (the server's build has
+    it, as Debian's does), not pglz: faster to write, about as small."""
+    schema.migrate(version_2)
+    version_2.execute(f"SET search_path = {schema.NAMESPACE}")
+    version_2.execute(
+        "INSERT INTO kb_files(id, machine, path, root, relpath, size, mtime_ns, indexed_at,"
+        " ctime_ns, ino, dev) VALUES (1, 'm', '/r/a.txt', '/r', 'a.txt', 1, 7, 0, 0, 0, 0)"
+    )
+    text = " ".join(f"word{n % 700}" for n in range(5000))
+    version_2.execute(
+        "INSERT INTO kb_docs VALUES (1, '', %s, 1, to_tsvector('kb_words', %s),"
+        " to_tsvector('kb_exact', %s), '', false)",
+        (text, text, text),
+    )
+    stored = version_2.execute(
+        "SELECT pg_column_compression(body), pg_column_compression(words),"
+        " pg_column_compression(exact) FROM kb_docs"
+    ).fetchone()
+    assert stored == ("lz4", "lz4", "lz4")

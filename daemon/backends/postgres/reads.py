@@ -49,6 +49,23 @@ IDF: Final = "greatest(ln(greatest((%s - {df} + 0.5) / ({df} + 0.5), 1)), 1e-6)"
 in more documents than that made ``ln`` of a negative number fail the search."""
 
 
+PREFIX_WORDS: Final = 64
+"""Lexemes a prefix ranks by at most, the first in order (as SQLite's MAX_WORDS)."""
+_PREFIX_PATTERN: Final = r"""'''([^'']+)'':\*'"""
+"""A prefix's lexeme in ``querytree``'s text (``'deprec':*``), as an SQL literal."""
+_PREFIXED: Final = f"""
+    SELECT p.lexeme, count(*) AS df FROM kb_postings p
+    WHERE p.lexeme >= x[1] AND p.lexeme <= x[1] || 'zzzzzzzzzzzzzzzz'
+        AND starts_with(p.lexeme, x[1])
+    GROUP BY p.lexeme ORDER BY p.lexeme LIMIT {PREFIX_WORDS}
+"""
+"""The lexemes that start with a prefix term's stem (``x[1]``), each with its document
+count: a prefix ranks by every word it stands for, as in SQLite, not by its stem's own
+postings alone. The range lets the postings' primary key find them: lexemes are
+letters and digits, which collations sort between the two bounds (a tail past sixteen
+z's is left out of the ranking, not of the matches)."""
+
+
 class Stats(NamedTuple):
     """What bm25 needs of the whole index: documents and their mean length."""
 
@@ -176,6 +193,10 @@ def _ranked(
                 tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
             )
             GROUP BY p.lexeme
+            UNION
+            SELECT w.lexeme, {IDF.format(df="w.df")}
+            FROM regexp_matches(querytree((SELECT r FROM q)), {_PREFIX_PATTERN}, 'g') x
+            CROSS JOIN LATERAL ({_PREFIXED}) w
         ),
         matched AS MATERIALIZED ({matched}),
         scored AS (
@@ -192,7 +213,7 @@ def _ranked(
         FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}{_kind_join(boosts)}
         ORDER BY score DESC, m.id LIMIT %s
     """
-    args = [*found.params, corpus.documents, *path_params, corpus.mean_length]
+    args = [*found.params, *[corpus.documents] * 2, *path_params, corpus.mean_length]
     if found.phrases:
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)

@@ -56,7 +56,7 @@ from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 7
 NAMESPACE: Final = "kbindex"
 COMMAND: Final = "kbindexd db migrate --dsn URL"
 """What the database's owner runs to create or upgrade the schema."""
@@ -268,6 +268,46 @@ UPDATE kb_files SET mtime_ns = -1 WHERE skip_reason IS NULL;
 # removed with their document. Every machine's daemon reads its indexed files again at
 # its next scan to fill them (-1 matches no file's mtime).
 
+_V6: Final = rf"""
+ALTER TABLE kb_postings DROP CONSTRAINT kb_postings_doc_fkey;
+DROP INDEX kb_postings_doc;
+CREATE FUNCTION kb_unpost() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, {NAMESPACE} AS $$
+BEGIN
+    DELETE FROM {NAMESPACE}.kb_postings
+    WHERE doc = OLD.id AND lexeme = ANY(pg_catalog.tsvector_to_array(OLD.words));
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER kb_unpost AFTER DELETE ON kb_docs FOR EACH ROW EXECUTE FUNCTION kb_unpost();
+"""
+# v6: a document's postings go with it by their primary key, (lexeme, doc), for each
+# lexeme of its ``words`` (a limited document's postings, counted from its segments, are
+# of the same lexemes: the same texts), where a foreign key needed an index of the
+# postings by document: an index entry more for every posting written, in the WAL and
+# on disk. SECURITY DEFINER: the cascade of a foreign
+# key ignores row-level security, and so does this one, whose owner is the tables'; it
+# deletes only the postings of a document its caller could delete.
+
+_V7: Final = f"""
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_settings
+               WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)) THEN
+        ALTER TABLE {NAMESPACE}.kb_docs
+            ALTER COLUMN body SET COMPRESSION lz4, ALTER COLUMN words SET COMPRESSION lz4,
+            ALTER COLUMN exact SET COMPRESSION lz4, ALTER COLUMN grams SET COMPRESSION lz4;
+        ALTER TABLE {NAMESPACE}.kb_segments ALTER COLUMN words SET COMPRESSION lz4;
+    END IF;
+END
+$$;
+"""
+# v7: documents' text and tsvectors are compressed with lz4 where the server has it
+# (PostgreSQL 14 on, built with lz4 as Debian's is): about as small as pglz, the
+# default, and much faster to compress, which every write of a document does. Rows
+# written before keep pglz until they are written again; a server without lz4 keeps
+# pglz.
+
 
 _SEGMENTS_BODY: Final = _V3[_V3.index("AS $$") + 5 : _V3.rindex("$$;")].strip()
 
@@ -360,7 +400,7 @@ _LEGACY_OBJECTS: Final = (
     "TEXT SEARCH DICTIONARY public.kb_porter",
 )
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5}
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
 
 
 class SchemaRefused(IndexRefused):

@@ -22,15 +22,25 @@ TSVECTOR_CHARS: Final = 500_000
 """Text per ``tsvector``, at most: PostgreSQL refuses one whose lexemes pass 1 MB, which
 would fail the whole batch. A longer document is found by the words of its first
 TSVECTOR_CHARS characters (grep still reads all of it)."""
-_WORDS: Final = f"""
-    setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.title, {TSVECTOR_CHARS}))), 'A')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(u.name)), 'B')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.body, {TSVECTOR_CHARS}))), 'C')
-    || setweight(to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.subwords, {TSVECTOR_CHARS})))
-                 || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})), 'D')
+_VECTORS: Final = f"""
+    to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.title, {TSVECTOR_CHARS}))) AS wa,
+    to_tsvector('{schema.CONFIG}', kb_stemmable(u.name)) AS wb,
+    to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.body, {TSVECTOR_CHARS}))) AS wc,
+    to_tsvector('{schema.CONFIG}', kb_stemmable(left(u.subwords, {TSVECTOR_CHARS})))
+        || to_tsvector('simple', left(u.cjk, {TSVECTOR_CHARS})) AS wd
 """
+"""A document's texts as ``tsvector``s: title, path, body and derived words, with CJK
+bigrams (``tokens.grams``) unstemmed among the last."""
+_WORDS: Final = (
+    "setweight(v.wa, 'A') || setweight(v.wb, 'B') || setweight(v.wc, 'C') || setweight(v.wd, 'D')"
+)
 """A document's ``words``: weights A-D rank title, path, body and derived words as
-SQLite's bm25 column weights do; CJK bigrams (``tokens.grams``) unstemmed."""
+SQLite's bm25 column weights do (``kb_tf``)."""
+_COUNTED: Final = "VALUES (3, l.wa), (2, l.wb), (1, l.wc), (0.5, l.wd)"
+"""The ``tsvector``s of ``words`` with the weights ``kb_tf`` gives their positions: a
+lexeme's frequency is counted from them (as ``kb_tf`` counts it from ``words``, for a
+document whose ``words`` lost no positions, but without reading each position's weight,
+which cost more than making the ``tsvector``s)."""
 _PARTS: Final = f"""
     VALUES ('A', '{schema.CONFIG}'::regconfig, kb_stemmable(left(l.title, {TSVECTOR_CHARS})), 3),
            ('B', '{schema.CONFIG}', kb_stemmable(l.name), 2),
@@ -41,11 +51,13 @@ _PARTS: Final = f"""
 """The texts of ``_WORDS`` one by one, with their weights in ``kb_tf``: a limited
 document's segments and frequencies are made from them."""
 INSERT_DOCS: Final = f"""
-    WITH u AS MATERIALIZED (
-        SELECT u.id, u.name, u.title, u.body, u.subwords, u.cjk, {_WORDS} AS words,
+    WITH v AS MATERIALIZED (
+        SELECT u.id, u.name, u.title, u.body, u.subwords, u.cjk, {_VECTORS},
                to_tsvector('{schema.EXACT}', kb_plain(left(u.exact, {TSVECTOR_CHARS}))) AS exact,
                array_to_tsvector(array_remove(string_to_array(u.grams, ' '), '')) AS grams
         FROM pg_temp.kb_batch u
+    ), u AS MATERIALIZED (
+        SELECT v.*, {_WORDS} AS words FROM v
     ), l AS MATERIALIZED (
         SELECT u.*, kb_limited(u.words) AS limited FROM u
     ), s AS MATERIALIZED (
@@ -54,8 +66,10 @@ INSERT_DOCS: Final = f"""
         CROSS JOIN LATERAL kb_segments(p.config, p.text) g
         WHERE l.limited
     ), posted AS MATERIALIZED (
-        SELECT l.id, t.lexeme, kb_tf(t.weights) AS tf, cardinality(t.positions) AS n
-        FROM l, unnest(l.words) t WHERE NOT l.limited
+        SELECT l.id, t.lexeme, sum(c.weight * cardinality(t.positions))::real AS tf,
+               sum(cardinality(t.positions))::integer AS n
+        FROM l CROSS JOIN LATERAL ({_COUNTED}) AS c(weight, vector), unnest(c.vector) t
+        WHERE NOT l.limited GROUP BY l.id, t.lexeme
         UNION ALL
         SELECT s.id, t.lexeme, sum(s.weight * cardinality(t.positions))::real,
                sum(cardinality(t.positions))::integer
@@ -70,20 +84,24 @@ INSERT_DOCS: Final = f"""
         INSERT INTO kb_segments(doc, part, seq, words)
         SELECT s.id, s.part::"char", s.seq, s.words FROM s
     )
-    INSERT INTO kb_postings(lexeme, doc, tf, length)
+    INSERT INTO pg_temp.kb_posted(lexeme, doc, tf, length)
     SELECT p.lexeme, d.id, p.tf, d.length FROM d JOIN posted p ON p.id = d.id
 """
 """A batch of documents, and their postings from the ``words`` just made. A document
 whose ``words`` lost positions (``kb_limited``: a lexeme past 255 positions, or words
 past position 16,383) also gets segments (``kb_segments``), and its frequencies and
 length are counted from them in full: from ``words`` they were capped, and bm25 ranked
-such long documents above where SQLite does."""
+such long documents above where SQLite does. The postings wait in ``kb_posted`` (see
+``insert``)."""
 
 
 STAGE: Final = """
     CREATE TEMP TABLE IF NOT EXISTS kb_batch(
         id bigint, name text, title text, body text, subwords text, cjk text, exact text,
         grams text
+    ) ON COMMIT DELETE ROWS;
+    CREATE TEMP TABLE IF NOT EXISTS kb_posted(
+        lexeme text, doc bigint, tf real, length integer
     ) ON COMMIT DELETE ROWS
 """
 """Where a chunk's documents wait for INSERT_DOCS: one per session, emptied after each
@@ -107,7 +125,16 @@ def insert(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
                 (file_id, *(clean(doc.row[i]) for i in range(5)), clean(doc.exact), doc.grams)
             )
     conn.execute(INSERT_DOCS)
-    conn.execute("TRUNCATE pg_temp.kb_batch")
+    # The postings go back and forth as COPY's bytes, untouched: the server writes rows
+    # that COPY brings as pages of them in its WAL, and those an INSERT brings one by
+    # one, with a record's header each (a temporary table writes none).
+    posted = bytearray()
+    with conn.cursor().copy("COPY pg_temp.kb_posted TO STDOUT (FORMAT binary)") as out:
+        for data in out:
+            posted += data
+    with conn.cursor().copy("COPY kb_postings FROM STDIN (FORMAT binary)") as into:
+        into.write(posted)
+    conn.execute("TRUNCATE pg_temp.kb_batch, pg_temp.kb_posted")
     structure(conn, chunk)
 
 
