@@ -84,24 +84,20 @@ INSERT_DOCS: Final = f"""
         INSERT INTO kb_segments(doc, part, seq, words)
         SELECT s.id, s.part::"char", s.seq, s.words FROM s
     )
-    INSERT INTO pg_temp.kb_posted(lexeme, doc, tf, length)
+    INSERT INTO kb_postings(lexeme, doc, tf, length)
     SELECT p.lexeme, d.id, p.tf, d.length FROM d JOIN posted p ON p.id = d.id
 """
 """A batch of documents, and their postings from the ``words`` just made. A document
 whose ``words`` lost positions (``kb_limited``: a lexeme past 255 positions, or words
 past position 16,383) also gets segments (``kb_segments``), and its frequencies and
 length are counted from them in full: from ``words`` they were capped, and bm25 ranked
-such long documents above where SQLite does. The postings wait in ``kb_posted`` (see
-``insert``)."""
+such long documents above where SQLite does."""
 
 
 STAGE: Final = """
     CREATE TEMP TABLE IF NOT EXISTS kb_batch(
         id bigint, name text, title text, body text, subwords text, cjk text, exact text,
         grams text
-    ) ON COMMIT DELETE ROWS;
-    CREATE TEMP TABLE IF NOT EXISTS kb_posted(
-        lexeme text, doc bigint, tf real, length integer
     ) ON COMMIT DELETE ROWS
 """
 """Where a chunk's documents wait for INSERT_DOCS: one per session, emptied after each
@@ -125,16 +121,7 @@ def insert(conn: Connection, chunk: list[tuple[int, Document]]) -> None:
                 (file_id, *(clean(doc.row[i]) for i in range(5)), clean(doc.exact), doc.grams)
             )
     conn.execute(INSERT_DOCS)
-    # The postings go back and forth as COPY's bytes, untouched: the server writes rows
-    # that COPY brings as pages of them in its WAL, and those an INSERT brings one by
-    # one, with a record's header each (a temporary table writes none).
-    posted = bytearray()
-    with conn.cursor().copy("COPY pg_temp.kb_posted TO STDOUT (FORMAT binary)") as out:
-        for data in out:
-            posted += data
-    with conn.cursor().copy("COPY kb_postings FROM STDIN (FORMAT binary)") as into:
-        into.write(posted)
-    conn.execute("TRUNCATE pg_temp.kb_batch, pg_temp.kb_posted")
+    conn.execute("TRUNCATE pg_temp.kb_batch")
     structure(conn, chunk)
 
 
