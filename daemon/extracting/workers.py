@@ -185,12 +185,25 @@ class Workers:
         if not worker.alive:
             return outcome
         with self._lock:
-            keep = worker.jobs < JOBS_PER_WORKER and len(self._idle) < IDLE_WORKERS
+            keep = (
+                worker.jobs < JOBS_PER_WORKER
+                and len(self._idle) < IDLE_WORKERS
+                and worker.limits == self.limits
+            )
             if keep and not self._closed:
                 self._idle.append(worker)
                 return outcome
         worker.close()
         return outcome
+
+    def configure(self, limits: Limits) -> None:
+        """Later documents are read under ``limits``; the idle workers, started under
+        the old ones, end (a busy one ends when its document is read)."""
+        with self._lock:
+            self.limits = limits
+            ending, self._idle = self._idle, []
+        for worker in ending:
+            worker.close()
 
     def close(self) -> None:
         """End every worker, busy ones too: a shutdown does not wait for a document."""

@@ -23,6 +23,7 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from kbindex.daemon import heap
+from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.health import (
     Counted,
     Health,
@@ -81,12 +82,17 @@ class Indexer:
         *,
         commits: Commits | None = None,
         on_damage: Callable[[str], None] | None = None,
+        max_document_bytes: int | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
         self.rules = rules
         self.health = health
         self.max_file_bytes = max_file_bytes
+        self.max_document_bytes = (
+            max_file_bytes if max_document_bytes is None else max_document_bytes
+        )
+        """Documents' size cap (``formats.size_cap``); a reload sets both."""
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
         self._warned: set[tuple[str, str]] = set()
@@ -214,7 +220,7 @@ class Indexer:
         # Read before the walk, which compares each file with it as it lists it. (The
         # two once ran at once, but they share the GIL: that saved less than the
         # comparison afterwards cost.)
-        known = await self._write(self.index.known, prefixes, self.max_file_bytes)
+        known = await self._write(self._known, prefixes)
         # One worker thread walks every target: a burst brings thousands of scopes.
         results = await anyio.to_thread.run_sync(self._walk_all, targets, None if full else known)
         changed, removed = _compare(results, known, full)
@@ -325,6 +331,21 @@ class Indexer:
         async with self._job:
             return await self._commit(self.index.forget, root)
 
+    def _known(self, prefixes: list[str] | None) -> set[Stamp]:
+        """``Index.known`` under each file's size cap: the text files' answer, with the
+        documents' stamps taken from the answer under their own cap where the two differ
+        (only files between the caps do: two set differences, no Python per file)."""
+        known = self.index.known(prefixes, self.max_file_bytes)
+        if self.max_document_bytes == self.max_file_bytes or not extractor.installed():
+            return known
+        as_documents = self.index.known(prefixes, self.max_document_bytes)
+        text_cap, document_cap = self.max_file_bytes, self.max_document_bytes
+        for stamps, keep in ((known - as_documents, False), (as_documents - known, True)):
+            for stamp in stamps:
+                if formats.size_cap(stamp[0], text_cap, document_cap) == document_cap:
+                    (known.add if keep else known.discard)(stamp)
+        return known
+
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []
         vanished: list[str] = []
@@ -332,7 +353,8 @@ class Indexer:
             try:
                 # Within the roots: a folder on the way swapped for a link since the
                 # scan listed it (by someone who may write in a root) leads elsewhere.
-                outcome = textfile.load(seen.path, self.max_file_bytes, within=self.roots.inside)
+                cap = formats.size_cap(seen.path, self.max_file_bytes, self.max_document_bytes)
+                outcome = textfile.load(seen.path, cap, within=self.roots.inside)
             except (textfile.Vanished, textfile.Escaped):
                 vanished.append(seen.path)
                 continue
