@@ -177,4 +177,4 @@ async def test_read_file_continues_a_document_by_page(daemon: Daemon) -> None:
         assert (data["start_line"], data["end_line"], data["next_page"]) == (3, 5, 3)
         assert "page 2 of 3; next: page=3" in text(result).splitlines()[0]
         whole = structured(await client.call_tool("read_file", {"path": "paper.pdf"}))
-        assert whole["end_line"] == whole["total_lines"] and whole["next_page"] is None
+        assert whole["end_line"] == whole["total_lines"] and "next_page" not in whole
