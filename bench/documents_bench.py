@@ -119,7 +119,7 @@ async def _kbindexd(corpus: Path, work: Path, queries: list[str]) -> dict[str, A
     extensions = [a for ext in formats.KINDS for a in ("--include-ext", ext)]
     d = start_daemon(
         corpus, work, *extensions, "--watch", "off", "--scan-interval", "86400",
-        "--max-file-size-mb", "500", "--semantic", "off",
+        "--max-file-size-mb", "500", "--max-document-size-mb", "500", "--semantic", "off",
     )  # fmt: skip
     sampler = Sampler(d.proc.pid)
     try:
@@ -223,6 +223,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/kbindex-documents-bench"))
     parser.add_argument("--query", action="append", dest="queries")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--no-recoll", action="store_true", help="kbindexd alone (a corpus Recoll takes hours on)"
+    )
     args = parser.parse_args()
     corpus = args.corpus.resolve()
     queries = args.queries or list(QUERIES)
@@ -240,6 +243,19 @@ def main() -> None:
         "load": os.getloadavg()[0],
     }
     results["kbindexd"] = anyio.run(_kbindexd, corpus, args.work, queries)
+    results["load_after_kbindexd"] = os.getloadavg()[0]
+    if args.no_recoll:
+        k = results["kbindexd"]
+        print(
+            f"{len(files)} documents {kinds}, {results['corpus_mb']} MB; load {results['load']:.1f}"
+        )
+        for key, value in k.items():
+            if key != "queries":
+                print(f"{key:28} {value}")
+        print(f"{'documents/s':28} {len(files) / k['index_seconds']:.1f}")
+        path = write_results(results, args.json, REPO / "bench/out/documents_bench.json")
+        print(f"results: {path}", file=sys.stderr)
+        return
     results["recoll"] = _recoll(corpus, args.work, queries)
     results["load_after"] = os.getloadavg()[0]
     n = len(files)

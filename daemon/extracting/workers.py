@@ -74,7 +74,9 @@ class Worker:
         request = msgspec.msgpack.encode(Request(kind, data, self.limits.max_chars))
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(len(request).to_bytes(4, "big") + request)
+            # Two writes: a document of many MB is not copied once more to prefix it.
+            self.proc.stdin.write(len(request).to_bytes(4, "big"))
+            self.proc.stdin.write(request)
             self.proc.stdin.flush()
             outcome = msgspec.msgpack.decode(self._receive(deadline), type=Reply).outcome
         except _Ended as ended:
