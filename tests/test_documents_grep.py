@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, write
+from conftest import Daemon, MakeDaemon, write
 from document_files import docx, epub, html, pdf
 from grep_helpers import needs_rg
 from kbindex.proto.messages import Grep, GrepReply
@@ -178,3 +178,13 @@ async def test_read_file_continues_a_document_by_page(daemon: Daemon) -> None:
         assert "page 2 of 3; next: page=3" in text(result).splitlines()[0]
         whole = structured(await client.call_tool("read_file", {"path": "paper.pdf"}))
         assert whole["end_line"] == whole["total_lines"] and "next_page" not in whole
+
+
+async def test_scratch_text_a_killed_daemon_left_is_removed_at_start(
+    make_daemon: MakeDaemon,
+) -> None:
+    d = make_daemon()
+    left = d.state_dir / "grep-x1y2z3"
+    write(left / "0", "the text of a document a grep was reading\n")
+    await d.start()
+    assert not left.exists()
