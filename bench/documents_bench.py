@@ -14,7 +14,8 @@ documents' extensions only, ``--watch off``; Recoll: ``recollindex`` with a thro
 configuration directory whose ``topdirs`` is the corpus, its defaults otherwise, so
 its own PDF helper, pdftotext):
 
-- full index: wall time from spawn to done, documents per second;
+- full index: wall time from spawn to done, documents per second, and the CPU time it
+  took (the process and its helpers: on a shared machine, wall time follows the load);
 - documents with text: those a query for common English words (any of them) finds,
   the same query for both; kbindexd's skip reasons by count;
 - peak RSS: kbindexd's own (VmHWM) and its largest extraction worker; recollindex and
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -73,6 +75,17 @@ def _tree(pid: int) -> list[int]:
             with contextlib.suppress(OSError):
                 todo += [int(c) for c in (task / "children").read_text().split()]
     return found
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its descendants: each live process's own time and its
+    reaped children's (a helper that has exited counts in its parent's)."""
+    total = 0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return round(total / os.sysconf("SC_CLK_TCK"), 1)
 
 
 def _rss_mb(pid: int) -> float:
@@ -119,7 +132,7 @@ async def _kbindexd(corpus: Path, work: Path, queries: list[str]) -> dict[str, A
     extensions = [a for ext in formats.KINDS for a in ("--include-ext", ext)]
     d = start_daemon(
         corpus, work, *extensions, "--watch", "off", "--scan-interval", "86400",
-        "--max-file-size-mb", "500", "--semantic", "off",
+        "--max-file-size-mb", "500", "--max-document-size-mb", "500", "--semantic", "off",
     )  # fmt: skip
     sampler = Sampler(d.proc.pid)
     try:
@@ -127,6 +140,7 @@ async def _kbindexd(corpus: Path, work: Path, queries: list[str]) -> dict[str, A
         async with Client.connect(d.sock, client_name="bench") as c:
             status = await wait_scan(c, 7200, poll=0.5)
             seconds = time.perf_counter() - d.started
+            cpu = _tree_cpu(d.proc.pid)
             own, child = sampler.done()
             own = max(own, float(_vm_hwm(d.proc.pid)))
             rescans = []
@@ -150,6 +164,7 @@ async def _kbindexd(corpus: Path, work: Path, queries: list[str]) -> dict[str, A
         stop_daemon(d)
     return {
         "index_seconds": round(seconds, 1),
+        "cpu_seconds": cpu,
         "indexed": status.indexed_files,
         "skipped": dict(status.skipped),
         "with_text": with_text,
@@ -174,18 +189,21 @@ def _recoll(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
     conf.mkdir(parents=True)
     (conf / "recoll.conf").write_text(f"topdirs = {corpus}\nloglevel = 2\n")
 
-    def index() -> tuple[float, float, float]:
+    def index() -> tuple[float, float, float, float]:
         started = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         proc = subprocess.Popen(
             ["recollindex", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         sampler = Sampler(proc.pid)
         proc.wait()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         own, child = sampler.done()
-        return time.perf_counter() - started, own, child
+        return time.perf_counter() - started, own, child, round(cpu, 1)
 
-    seconds, own, child = index()
-    rescan, _, _ = index()
+    seconds, own, child, cpu = index()
+    rescan, _, _, _ = index()
 
     def count(*query: str) -> int:
         out = subprocess.run(
@@ -207,6 +225,7 @@ def _recoll(corpus: Path, work: Path, queries: list[str]) -> dict[str, Any]:
         }
     return {
         "index_seconds": round(seconds, 1),
+        "cpu_seconds": cpu,
         "indexed": count(f"dir:{corpus}"),
         "with_text": count("-o", COMMON),
         "peak_rss_mb": own,
@@ -223,6 +242,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/kbindex-documents-bench"))
     parser.add_argument("--query", action="append", dest="queries")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--no-recoll", action="store_true", help="kbindexd alone (a corpus Recoll takes hours on)"
+    )
     args = parser.parse_args()
     corpus = args.corpus.resolve()
     queries = args.queries or list(QUERIES)
@@ -240,6 +262,19 @@ def main() -> None:
         "load": os.getloadavg()[0],
     }
     results["kbindexd"] = anyio.run(_kbindexd, corpus, args.work, queries)
+    results["load_after_kbindexd"] = os.getloadavg()[0]
+    if args.no_recoll:
+        k = results["kbindexd"]
+        print(
+            f"{len(files)} documents {kinds}, {results['corpus_mb']} MB; load {results['load']:.1f}"
+        )
+        for key, value in k.items():
+            if key != "queries":
+                print(f"{key:28} {value}")
+        print(f"{'documents/s':28} {len(files) / k['index_seconds']:.1f}")
+        path = write_results(results, args.json, REPO / "bench/out/documents_bench.json")
+        print(f"results: {path}", file=sys.stderr)
+        return
     results["recoll"] = _recoll(corpus, args.work, queries)
     results["load_after"] = os.getloadavg()[0]
     n = len(files)
@@ -248,6 +283,7 @@ def main() -> None:
     k, r = results["kbindexd"], results["recoll"]
     rows = [
         ("full index (s)", "index_seconds"),
+        ("CPU of the full index (s)", "cpu_seconds"),
         ("documents indexed", "indexed"),
         ("documents with text", "with_text"),
         ("peak RSS (MB)", "peak_rss_mb"),

@@ -181,9 +181,18 @@ def as_json(reply: GrepReply) -> dict[str, Any]:
     data: dict[str, Any] = msgspec.to_builtins(reply)
     data["lines"] = [
         {"path": g.path, "line": g.line, "text": g.text, "match": g.match, "column": g.column}
+        | ({"page": g.page, "extracted": True} if g.extracted else {})
         for g in reply.lines
     ]
     return data
+
+
+def extracted_mark(g: GrepLine) -> str:
+    """Before the text of a line of a document's extracted text: not a line of the
+    file's bytes, and its line is within the page."""
+    if not g.extracted:
+        return ""
+    return f"[extracted, page {g.page}] " if g.page else "[extracted] "
 
 
 def shown_path(path: str, here: str) -> str:
@@ -200,11 +209,15 @@ def lines(reply: GrepReply, *, context: bool, files_only: bool) -> list[str]:
     out: list[str] = []
     previous: GrepLine | None = None
     for g in reply.lines:
-        touches = previous is not None and (previous.path, previous.line + 1) == (g.path, g.line)
+        touches = previous is not None and (previous.path, previous.page, previous.line + 1) == (
+            g.path,
+            g.page,
+            g.line,
+        )
         if context and previous is not None and not touches:
             out.append("--")
         mark = ":" if g.match else "-"
-        out.append(f"{shown_path(g.path, here)}{mark}{g.line}{mark}{g.text}")
+        out.append(f"{shown_path(g.path, here)}{mark}{g.line}{mark}{extracted_mark(g)}{g.text}")
         previous = g
     return out
 

@@ -119,7 +119,7 @@ def cmd_files(client: BlockingClient, args: argparse.Namespace) -> int:
 
 
 def cmd_read(client: BlockingClient, args: argparse.Namespace) -> int:
-    read = ReadFile(path=args.path, start_line=args.start, end_line=args.end)
+    read = ReadFile(path=args.path, start_line=args.start, end_line=args.end, page=args.page)
     reply = client.request(read, ReadFileReply)
     if args.json:
         render.emit_json(reply)
@@ -127,6 +127,11 @@ def cmd_read(client: BlockingClient, args: argparse.Namespace) -> int:
     print(reply.text)
     if reply.truncated:
         print(f"... (truncated at line {reply.end_line} of {reply.total_lines})", file=sys.stderr)
+    elif reply.page and reply.page < reply.pages:
+        print(
+            f"... (page {reply.page} of {reply.pages}; next: --page {reply.page + 1})",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -300,6 +305,9 @@ def _add_read(sub: Any) -> None:
     p.add_argument("path", type=paths.given, help="a file (relative to here, or to a root)")
     p.add_argument("--start", type=int, metavar="LINE", help="first line (1-based)")
     p.add_argument("--end", type=int, metavar="LINE", help="last line (inclusive)")
+    p.add_argument(
+        "--page", type=int, metavar="N", help="a document's page N (a PDF, an Office file...)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_read)
 

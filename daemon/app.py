@@ -116,13 +116,20 @@ def _extractor(settings: Settings) -> Extractor | None:
     """The documents' reader, where ``kbindex[documents]`` is installed."""
     if not installed():
         return None
-    limits = Limits(
+    return Extractor(settings.state_dir, _limits(settings), _cache_bytes(settings))
+
+
+def _limits(settings: Settings) -> Limits:
+    return Limits(
         cpu_seconds=settings.extract_seconds,
         memory_bytes=int(settings.extract_memory_mb * (1 << 20)),
         wall_seconds=2 * settings.extract_seconds,
         max_chars=settings.max_file_bytes,
     )
-    return Extractor(settings.state_dir, limits, int(settings.extract_cache_mb * (1 << 20)))
+
+
+def _cache_bytes(settings: Settings) -> int:
+    return int(settings.extract_cache_mb * (1 << 20))
 
 
 async def _serve(
@@ -154,6 +161,7 @@ async def _serve(
         settings.max_file_bytes,
         commits=commits,
         on_damage=recovery.damaged,
+        max_document_bytes=settings.max_document_bytes,
     )
     watcher = Watcher(
         [(str(r), settings.watch_mode(r)) for r in roots.paths],
@@ -163,7 +171,17 @@ async def _serve(
         poll_seconds=settings.poll_interval_seconds,
     )
     control = Control(
-        settings, roots, indexer, health, changes, watcher, reread=reread, notifier=notifier
+        settings,
+        roots,
+        indexer,
+        health,
+        changes,
+        watcher,
+        reread=reread,
+        notifier=notifier,
+        reloaded=None
+        if extractor is None
+        else lambda new: extractor.configure(_limits(new), _cache_bytes(new)),
     )
     meaning = _meaning(control, index, commits, health)
     async with anyio.create_task_group() as tg:

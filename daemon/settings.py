@@ -111,6 +111,10 @@ class Settings:
     """The address space of a worker that reads documents."""
     extract_cache_mb: float = 512.0
     """The bound of the cache of documents' text in the state directory."""
+    max_document_size_mb: float = 100.0
+    """The size cap of documents (``extracting.formats.size_cap``): a manual's
+    PDF is often larger than a text file ever is, and its text is capped on its own
+    (``max_file_size_mb`` of characters)."""
     backend: str = "sqlite"
     """Where the index lives: ``sqlite`` (a file in ``state_dir``) or ``postgres``."""
     dsn: str = field(default="", repr=False)
@@ -148,6 +152,10 @@ class Settings:
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_size_mb * 1024 * 1024)
+
+    @property
+    def max_document_bytes(self) -> int:
+        return int(self.max_document_size_mb * 1024 * 1024)
 
     @property
     def db_path(self) -> Path:
@@ -335,6 +343,9 @@ OPTIONS: Final = (
     Option("extract_cache_mb", "--extract-cache-mb", "KBINDEX_EXTRACT_CACHE_MB",
            _number(Settings.extract_cache_mb, minimum=0.0), metavar="MB", cli_type=float,
            help="bound of the cache of documents' text in the state directory"),
+    Option("max_document_size_mb", "--max-document-size-mb", "KBINDEX_MAX_DOCUMENT_SIZE_MB",
+           _number(Settings.max_document_size_mb, minimum=0.001), metavar="MB", cli_type=float,
+           help="size cap of documents (PDF, Office, EPUB): --max-file-size-mb is for text"),
     Option("backend", "--backend", "KBINDEX_BACKEND", _backend,
            help="sqlite: an index file in --state-dir; postgres: a shared PostgreSQL database",
            choices=BACKENDS),

@@ -216,10 +216,14 @@ class Backend:
         return await self.call(lambda c: c.status(), seconds=REQUEST_TIMEOUT)
 
     async def read_file(
-        self, path: str, start_line: int | None = None, end_line: int | None = None
+        self,
+        path: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        page: int | None = None,
     ) -> ReadFileReply:
         return await self.call(
-            lambda c: c.read_file(path, start_line, end_line), seconds=REQUEST_TIMEOUT
+            lambda c: c.read_file(path, start_line, end_line, page), seconds=REQUEST_TIMEOUT
         )
 
     async def grep(self, grep: Grep) -> GrepReply:

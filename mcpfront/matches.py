@@ -39,6 +39,9 @@ def _fit(lines: list[GrepLine], roots: Sequence[str]) -> int:
     for n, g in enumerate(lines):
         cost_json = len(_json.encode(g.text)) + 30  # {"line":N,"text":…,"match":true}
         cost_text = len(g.path) + len(g.text) + 12
+        if g.extracted:
+            cost_json += 32  # ,"page":N,"extracted":true
+            cost_text += 24
         if g.path != path:
             cost_json += len(_json.encode(g.path)) + 25  # {"path":…,"lines":[…]}
             here = root_of(g.path, roots)
@@ -62,12 +65,16 @@ def _text_lines(lines: list[GrepLine], roots: Sequence[str], context: bool) -> l
         if here is not None and here != root:
             out.append(here.rstrip("/") + "/")
         root = here
-        touches = previous is not None and (previous.path, previous.line + 1) == (g.path, g.line)
+        touches = previous is not None and (previous.path, previous.page, previous.line + 1) == (
+            g.path,
+            g.page,
+            g.line,
+        )
         if context and previous is not None and not touches:
             out.append("  --")
         shown = g.path[len(here.rstrip("/")) + 1 :] if here is not None else g.path
         mark = ":" if g.match else "-"
-        out.append(f"  {shown}{mark}{g.line}{mark}{g.text}")
+        out.append(f"  {shown}{mark}{g.line}{mark}{_extracted(g)}{g.text}")
         previous = g
     return out
 
@@ -77,8 +84,19 @@ def _files(lines: list[GrepLine]) -> list[dict[str, Any]]:
     for g in lines:
         if not files or files[-1]["path"] != g.path:
             files.append({"path": g.path, "lines": []})
-        files[-1]["lines"].append({"line": g.line, "text": g.text, "match": g.match})
+        line: dict[str, Any] = {"line": g.line, "text": g.text, "match": g.match}
+        if g.extracted:
+            line |= {"page": g.page, "extracted": True}
+        files[-1]["lines"].append(line)
     return files
+
+
+def _extracted(g: GrepLine) -> str:
+    """Before a line of a document's extracted text (numbered within its page): not a
+    line of the file's bytes."""
+    if not g.extracted:
+        return ""
+    return f"[extracted, page {g.page}] " if g.page else "[extracted] "
 
 
 def grep(

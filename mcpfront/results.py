@@ -8,6 +8,7 @@ and the text a model reads) are built from the same trimmed data, so they never 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -260,6 +261,9 @@ def refresh(reply: RefreshReply, scope: str, seconds: float) -> tuple[dict[str, 
 # ------------------------------------------------------------------ read_file
 
 
+_PAGE_ROW: Final = re.compile(r"\[page (\d+)\]")
+
+
 def split_numbered(reply: ReadFileReply) -> tuple[list[str], list[str]]:
     """The reply's lines twice: numbered as the daemon sends them (``  7| text``), and bare.
 
@@ -267,7 +271,12 @@ def split_numbered(reply: ReadFileReply) -> tuple[list[str], list[str]]:
     """
     rows = reply.text.split("\n") if reply.text else []
     bare: list[str] = []
-    for n, row in enumerate(rows, reply.start_line):
+    n = reply.start_line - 1
+    for row in rows:
+        if reply.pages and _PAGE_ROW.fullmatch(row):
+            bare.append(row)  # a document's ``[page N]`` row: above its page's first line
+            continue
+        n += 1
         number, sep, rest = row.partition("| ")
         if not sep or number.strip() != str(n):
             width = len(str(reply.start_line + len(rows) - 1))
@@ -293,13 +302,19 @@ def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], s
             clipped = True
         kept += 1
         used += len(numbered[kept - 1]) + 1
-    end_line = reply.start_line + kept - 1
+    markers = sum(1 for row in numbered[:kept] if _PAGE_ROW.fullmatch(row)) if reply.pages else 0
+    end_line = reply.start_line + kept - markers - 1
     truncated = reply.truncated or clipped or kept < len(numbered)
     if not kept and truncated:
         end_line = reply.start_line  # that unreadable line counts as passed
     next_start = end_line + 1 if truncated and end_line < reply.total_lines else None
     if not kept:
         end_line = reply.start_line - 1
+    # A document continues by page: the page after the last line shown, once that page
+    # is whole (a page cut short goes on by line).
+    next_page = None
+    if reply.pages and next_start is None and reply.end_line < reply.total_lines:
+        next_page = (reply.page or _page_of(numbered[:kept])) + 1
     structured = {
         "path": reply.path,
         "start_line": reply.start_line,
@@ -311,6 +326,8 @@ def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], s
         "uri": file_uri(reply.path),
         "notes": list(notes),
     }
+    if next_page is not None:
+        structured["next_page"] = next_page  # a document's; left out of the schema for room
     if not kept and reply.truncated and reply.start_line <= reply.total_lines:
         # The daemon returns whole lines only: a line longer than its read limit comes
         # back as nothing at all. Say so and point past it, or the model would loop.
@@ -334,9 +351,20 @@ def read_file(reply: ReadFileReply, notes: list[str]) -> tuple[dict[str, Any], s
             head += " (line too long, cut short)"
         if next_start is not None:
             head += f" (truncated; continue with start_line={next_start})"
+        if reply.pages:
+            shown = f"page {reply.page} of {reply.pages}" if reply.page else f"{reply.pages} pages"
+            head += f" ({shown}" + (f"; next: page={next_page})" if next_page else ")")
     lines = [head, *numbered[:kept]]
     _notes(lines, notes)
     return structured, "\n".join(lines)
+
+
+def _page_of(numbered: list[str]) -> int:
+    """The page of the last line shown: the last ``[page N]`` row above it."""
+    for row in reversed(numbered):
+        if found := _PAGE_ROW.fullmatch(row):
+            return int(found[1])
+    return 1
 
 
 # ------------------------------------------------------------------ find_files

@@ -238,8 +238,8 @@ READ_FILE: Final = types.Tool(
     title="Read a file",
     description=(
         "Numbered lines of an indexed file (absolute or relative to an indexed "
-        "folder), ~12 KB per answer; if truncated, go on at start_line=next_start_line. "
-        "end_line is inclusive."
+        "folder), ~12 KB a call, then start_line=next_start_line (PDF: "
+        "page=next_page). end_line included."
     ),
     input_schema={
         "type": "object",
@@ -247,6 +247,7 @@ READ_FILE: Final = types.Tool(
             "path": {"type": "string", "minLength": 1},
             "start_line": {"type": ["integer", "null"], "minimum": 1},
             "end_line": {"type": ["integer", "null"], "minimum": 1},
+            "page": _INT,  # a document's (a PDF...): start_line and end_line then unset
         },
         "required": ["path"],
     },

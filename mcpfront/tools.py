@@ -57,7 +57,7 @@ class Toolbox:
             "search": (frozenset(("query", "limit", "path_glob", "mode", "where")), self._search),
             "get_index_stats": (frozenset(), self._stats),
             "refresh_index": (frozenset(("filepath",)), self._refresh),
-            "read_file": (frozenset(("path", "start_line", "end_line")), self._read_file),
+            "read_file": (frozenset(("path", "start_line", "end_line", "page")), self._read_file),
             "find_files": (frozenset(("glob", "limit", "where")), self._find_files),
             "grep": (GREP_ARGUMENTS, self._grep),
         }
@@ -153,7 +153,10 @@ class Toolbox:
                 f"end_line ({end}) is before start_line ({start}); "
                 "send end_line >= start_line, or omit it to read to the end."
             )
-        reply = await self.backend.read_file(path, start, end)
+        page = args.integer("page", default=None, minimum=1)
+        if page is not None and (start is not None or end is not None):
+            raise ArgumentError("give page or start_line/end_line, not both.")
+        reply = await self.backend.read_file(path, start, end, page)
         return results.read_file(reply, args.notes)
 
     async def _find_files(self, call: Call) -> Outcome:

@@ -290,10 +290,15 @@ class Client:
                 yield reply
 
     async def read_file(
-        self, path: str, start_line: int | None = None, end_line: int | None = None
+        self,
+        path: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        page: int | None = None,
     ) -> ReadFileReply:
         return await self.request(
-            ReadFile(path=path, start_line=start_line, end_line=end_line), ReadFileReply
+            ReadFile(path=path, start_line=start_line, end_line=end_line, page=page),
+            ReadFileReply,
         )
 
     async def find_files(self, glob: str = "*", limit: int = 100, **filters: Any) -> FindFilesReply:

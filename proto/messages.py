@@ -185,6 +185,8 @@ class ReadFile(Request, tag="read_file", frozen=True):
     path: str
     start_line: int | None = None
     end_line: int | None = None
+    page: int | None = None
+    """A document's page (1-based): its lines, instead of ``start_line``/``end_line``."""
 
 
 class FindFiles(Filtered, tag="find_files", kw_only=True, frozen=True):
@@ -573,6 +575,11 @@ class GrepLine(msgspec.Struct, kw_only=True, array_like=True):
     match: bool = True
     column: int = 0
     """1-based, in characters, of the first match (0 for context lines)."""
+    page: int = 0
+    """Of a document's page (0: a text of one page); ``line`` is within it."""
+    extracted: bool = False
+    """A line of a document's extracted text (a PDF, an Office file, an EPUB, a web
+    page's readable text), not a line of the file's bytes."""
 
 
 GREP_LINE_CHARS: Final = 300
@@ -645,6 +652,10 @@ class ReadFileReply(Reply, tag="read_file", frozen=True):
     truncated: bool
     hash: str = ""
     """In a writable root: the file's content hash, for a note change's ``if_match``."""
+    page: int = 0
+    """The page asked for (``ReadFile.page``), else 0."""
+    pages: int = 0
+    """A document's pages (``ReadFile.page`` reads one); 0 for a text file."""
 
 
 class FileInfo(msgspec.Struct, kw_only=True):

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, bump_mtime, wait_for, write
 from document_files import docx, docx_bomb, encrypted_pdf, epub, html, odt, pdf, xlsx
+from kbindex.proto.messages import Grep, GrepReply, Reload, ReloadReply
 
 pytestmark = pytest.mark.anyio
 pytest.importorskip("pypdfium2", reason="kbindex[documents] is not installed")
@@ -216,3 +217,63 @@ async def test_a_shutdown_does_not_wait_for_a_hung_extraction(make_daemon: MakeD
     d.extra_env = {}
     await d.start()
     assert await d.search_paths("ospreys") == ["hang.pdf"]
+
+
+@pytest.mark.slow
+async def test_documents_have_their_own_size_cap(make_daemon: MakeDaemon, tmp_path: Path) -> None:
+    d = make_daemon()
+    root = d.root
+    config = tmp_path / "kb.toml"
+    caps = "max_file_size_mb = 0.002\nmax_document_size_mb = {}\n"
+    config.write_text(caps.format(0.008))  # 2 KiB of text, 8 KiB of document
+    d.extra_args = ["--config", str(config)]
+    within = pdf([["the pelican page"]], comment="x" * 4000)
+    over = pdf([["the cormorant page"]], comment="x" * 12000)
+    assert 2 << 10 < len(within) < 8 << 10 < len(over) < 20 << 10
+    write(root / "within.pdf", within)
+    write(root / "over.pdf", over)
+    write(root / "long.md", "gannet " * 500)  # 3.5 KiB of text
+    await d.start()
+    # a document over the text cap and under its own is read, searched, grepped, read
+    assert await d.search_paths("pelican") == ["within.pdf"]
+    async with d.client() as c:
+        assert "pelican" in (await c.read_file(str(root / "within.pdf"))).text
+        grep = await c.request(Grep(pattern="pelican"), GrepReply)
+        assert [g.text for g in grep.lines] == ["the pelican page"]
+        # one over its cap is not, and a text file keeps the text cap
+        for name in ("over.pdf", "long.md"):
+            assert "skipped: too_large" in (await c.why(str(root / name))).reason, name
+        # raised at a reload, the cap lets the larger document in, unchanged on disk
+        config.write_text(caps.format(0.02))
+        await c.request(Reload(), ReloadReply)
+    assert await wait_for(lambda: d.search_paths("cormorant")) == ["over.pdf"]
+    assert "too_large" in d.kbctl("why", str(root / "long.md")).stdout
+
+
+@pytest.mark.slow
+async def test_extraction_settings_are_taken_at_a_reload(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    d = make_daemon()
+    d.extra_env = {"KBINDEX_EXTRACT_TEST_HOOK": "1"}
+    root = d.root
+    config = tmp_path / "kb.toml"
+    config.write_text("extract_seconds = 1\n")
+    d.extra_args = ["--config", str(config)]
+    write(root / "loop.pdf", pdf([["x"]], comment="KBINDEX-TEST-LOOP"))
+    write(root / "plain.pdf", pdf([["a harmless pelican"]]))
+    await d.start()
+    cache = d.state_dir / "extracted-v1"
+    async with d.client() as c:
+        first = (await c.why(str(root / "loop.pdf"))).reason
+        # CPU time over 1 s, or on a busy machine the deadline, twice that
+        assert "over 1 s" in first or "over 2 s" in first, first
+        assert any(cache.rglob("*.pdf"))
+        config.write_text("extract_seconds = 3\nextract_cache_mb = 0\n")
+        await c.request(Reload(), ReloadReply)
+        # the cache bound is taken at once: nothing is kept under a bound of 0
+        assert not any(cache.rglob("*.pdf"))
+        write(root / "loop2.pdf", pdf([["y"]], comment="KBINDEX-TEST-LOOP"))
+        await d.refresh()
+        second = (await c.why(str(root / "loop2.pdf"))).reason
+        assert "over 3 s" in second or "over 6 s" in second, second

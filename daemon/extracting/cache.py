@@ -67,6 +67,12 @@ class Cache:
         if self.size_bytes() > self.max_bytes:
             self._evict()
 
+    def bound(self, max_bytes: int) -> None:
+        """A new bound (a reload): entries past it go now."""
+        self.max_bytes = max_bytes
+        if self.size_bytes() > max_bytes:
+            self._evict()
+
     def size_bytes(self) -> int:
         with self._lock:
             if self._size is None:

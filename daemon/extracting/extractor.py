@@ -58,6 +58,12 @@ class Extractor:
         client waits (a hit's snippet)."""
         return self.cache.get(hashlib.sha256(data).hexdigest(), kind)
 
+    def configure(self, limits: Limits, cache_bytes: int) -> None:
+        """Limits and a cache bound a reload brings: the next document is read under
+        them (the workers waiting were started under the old ones, and end)."""
+        self.workers.configure(limits)
+        self.cache.bound(cache_bytes)
+
     def size_bytes(self) -> int:
         return self.cache.size_bytes()
 

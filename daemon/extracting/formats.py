@@ -45,6 +45,13 @@ TEXT_KINDS: Final = frozenset({"html"})
 """Kinds that are text too: without the extra they are indexed as text, as before."""
 
 
+def size_cap(path: str, text_bytes: int, document_bytes: int) -> int:
+    """The size cap of ``path``: ``document_bytes`` for a document that is not text
+    too (a web page is text-sized, and read as text without the extra)."""
+    found = kind(path)
+    return document_bytes if found is not None and found not in TEXT_KINDS else text_bytes
+
+
 def kind(path: str) -> str | None:
     """The document kind of ``path`` by its extension, or None for any other file."""
     return KINDS.get(os.path.splitext(path)[1].lower())

@@ -56,3 +56,27 @@ def locate(text: str, line: int) -> tuple[int, int]:
         if row.startswith(FORM_FEED):
             page, start_line = page + 1, number
     return page, line - start_line + 1
+
+
+def starts(text: str) -> list[int]:
+    """The line (1-based, counted by ``\\n``) each page of ``text`` starts at: [1] for
+    a text of one page."""
+    found, line, counted = [1], 1, 0
+    at = text.find("\n" + FORM_FEED)
+    while at >= 0:
+        line += text.count("\n", counted, at + 1)
+        counted = at + 1
+        found.append(line)
+        at = text.find("\n" + FORM_FEED, counted)
+    return found
+
+
+def lines_of(text: str, page: int) -> tuple[int, int] | None:
+    """(first line, last line) of page ``page`` (1-based) of ``text``; None past its
+    last page."""
+    begins = starts(text)
+    if not 1 <= page <= len(begins):
+        return None
+    if page < len(begins):
+        return begins[page - 1], begins[page] - 1
+    return begins[page - 1], text.count("\n") + 1

@@ -74,7 +74,9 @@ class Worker:
         request = msgspec.msgpack.encode(Request(kind, data, self.limits.max_chars))
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(len(request).to_bytes(4, "big") + request)
+            # Two writes: a document of many MB is not copied once more to prefix it.
+            self.proc.stdin.write(len(request).to_bytes(4, "big"))
+            self.proc.stdin.write(request)
             self.proc.stdin.flush()
             outcome = msgspec.msgpack.decode(self._receive(deadline), type=Reply).outcome
         except _Ended as ended:
@@ -185,12 +187,25 @@ class Workers:
         if not worker.alive:
             return outcome
         with self._lock:
-            keep = worker.jobs < JOBS_PER_WORKER and len(self._idle) < IDLE_WORKERS
+            keep = (
+                worker.jobs < JOBS_PER_WORKER
+                and len(self._idle) < IDLE_WORKERS
+                and worker.limits == self.limits
+            )
             if keep and not self._closed:
                 self._idle.append(worker)
                 return outcome
         worker.close()
         return outcome
+
+    def configure(self, limits: Limits) -> None:
+        """Later documents are read under ``limits``; the idle workers, started under
+        the old ones, end (a busy one ends when its document is read)."""
+        with self._lock:
+            self.limits = limits
+            ending, self._idle = self._idle, []
+        for worker in ending:
+            worker.close()
 
     def close(self) -> None:
         """End every worker, busy ones too: a shutdown does not wait for a document."""

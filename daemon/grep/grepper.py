@@ -28,6 +28,7 @@ from typing import Final
 import anyio
 from anyio.abc import Process, TaskGroup
 from kbindex.daemon.grep import ripgrep
+from kbindex.daemon.grep.extracted import Documents, Scratch
 from kbindex.daemon.index.values import Candidates
 from kbindex.daemon.indexing.textfile import real_path
 from kbindex.daemon.roots import Roots
@@ -58,6 +59,10 @@ class Line:
     text: str
     match: bool
     column: int
+    page: int = 0
+    extracted: bool = False
+    """A line of a document's extracted text (``extracted``), numbered within its
+    ``page`` (0: a text of one page), not a line of the file's bytes."""
 
 
 @dataclass(slots=True)
@@ -135,9 +140,12 @@ class Grepper:
     only the candidates ``roots`` admits (``Roots.readable``): the index suggests them,
     and a shared one holds whatever rows its writers put there (``_chunk``)."""
 
-    def __init__(self, roots: Roots, rg: str | None = None) -> None:
+    def __init__(
+        self, roots: Roots, rg: str | None = None, documents: Documents | None = None
+    ) -> None:
         self.roots = roots
         self._rg = rg
+        self.documents = documents
         self._slots = anyio.Semaphore(PROCESSES)
 
     async def binary(self) -> str:
@@ -166,31 +174,41 @@ class Grepper:
         chunks = _chunks(found.paths, first=len(found.paths) if one else CHUNK_FILES[0])
         uncounted = frozenset(found.uncounted or ())
         kept = 0
-        with anyio.move_on_after(deadline) as timer:
-            async with task_group() as tg:
-                start = partial(self._chunk, rg, flags, uncounted=uncounted)
-                current: Ahead | None = Ahead(tg, partial(start, next(chunks), counts=False))
-                while current is not None:
-                    following = next(chunks, None)
-                    # One run ahead: ripgrep reads the next files while this answer is read.
-                    ahead = (
-                        None
-                        if following is None
-                        else Ahead(tg, partial(start, following, counts=kept >= limit))
-                    )
-                    run = await current.result()
-                    if (refused := ripgrep.refusal(run.code, run.err, flags.pattern)) is not None:
-                        raise BadPattern(refused)
-                    kept = self._take(outcome, flags, run, limit, kept)
-                    if run.cut:
-                        outcome.complete = False
-                        break
-                    current = ahead
-                tg.cancel_scope.cancel()  # the run ahead, when the answer stops before it
-        if timer.cancelled_caught:
-            outcome.complete = False
+        scratch = None if self.documents is None else self.documents.scratch()
+        try:
+            with anyio.move_on_after(deadline) as timer:
+                async with task_group() as tg:
+                    start = partial(self._chunk, rg, flags, uncounted=uncounted, scratch=scratch)
+                    current: Ahead | None = Ahead(tg, partial(start, next(chunks), counts=False))
+                    while current is not None:
+                        following = next(chunks, None)
+                        # One run ahead: ripgrep reads the next files while this answer is read.
+                        ahead = (
+                            None
+                            if following is None
+                            else Ahead(tg, partial(start, following, counts=kept >= limit))
+                        )
+                        run = await current.result()
+                        if (
+                            refused := ripgrep.refusal(run.code, run.err, flags.pattern)
+                        ) is not None:
+                            raise BadPattern(refused)
+                        kept = self._take(outcome, flags, run, limit, kept, scratch)
+                        if run.cut:
+                            outcome.complete = False
+                            break
+                        current = ahead
+                    tg.cancel_scope.cancel()  # the run ahead, when the answer stops before it
+            if timer.cancelled_caught:
+                outcome.complete = False
+        finally:
+            if scratch is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(scratch.close)
         if flags.before or flags.after:
             outcome.lines = _with_context(outcome.lines, flags.before, flags.after)
+        if scratch is not None and scratch.page_starts:
+            outcome.lines = [_in_page(ln, scratch) for ln in outcome.lines]
         return outcome
 
     async def _chunk(
@@ -201,16 +219,17 @@ class Grepper:
         *,
         counts: bool,
         uncounted: frozenset[str],
+        scratch: Scratch | None = None,
     ) -> _Run:
         """ripgrep over the files of ``paths`` that ``roots`` admits: the one place files
-        are named to it. (Checked chunk by chunk, in a thread: while ripgrep reads one
-        chunk, the next is checked.)"""
-        paths = await anyio.to_thread.run_sync(self.roots.readable, paths)
-        if not paths:
+        are named to it; a document is named by its extracted text (``extracted``).
+        (Checked chunk by chunk, in a thread: while ripgrep reads one chunk, the next
+        is checked.)"""
+        names = await anyio.to_thread.run_sync(self._names, paths, scratch)
+        if not names:
             # Named no file, ripgrep would search its working directory: /dev/null
             # still has it check the pattern.
             return await self.spawn([*flags.argv(rg), os.devnull], counts=False)
-        names = [os.fsencode(real_path(p)) for p in paths]
         if not uncounted.isdisjoint(paths):
             # Named, a file with a NUL is searched whole by --count and -l, where rg -uu
             # stops at the NUL: such a run reads lines (``Candidates.uncounted``).
@@ -218,6 +237,19 @@ class Grepper:
             if flags.files_only:
                 return await self._files_by_lines(rg, flags, names)
         return await self.spawn([*flags.argv(rg, count=counts), *names], counts)
+
+    def _names(self, paths: list[str], scratch: Scratch | None) -> list[bytes]:
+        """The names ripgrep reads for ``paths``: those ``roots`` admits, a document's
+        its scratch file (none when its text is not cached)."""
+        names = []
+        for path in self.roots.readable(paths):
+            if scratch is not None and scratch.documents.holds(path):
+                name = scratch.name(path)
+                if name is not None:
+                    names.append(name)
+            else:
+                names.append(os.fsencode(real_path(path)))
+        return names
 
     async def _files_by_lines(self, rg: str, flags: ripgrep.Flags, names: list[bytes]) -> _Run:
         """``-l`` told by the lines ripgrep prints: the files with a match line."""
@@ -276,7 +308,14 @@ class Grepper:
             raise BadPattern(refused)
 
     @staticmethod
-    def _take(outcome: Outcome, flags: ripgrep.Flags, run: _Run, limit: int, kept: int) -> int:
+    def _take(
+        outcome: Outcome,
+        flags: ripgrep.Flags,
+        run: _Run,
+        limit: int,
+        kept: int,
+        scratch: Scratch | None = None,
+    ) -> int:
         """Adds one run's records to ``outcome`` in path order; returns the lines kept."""
         if run.counts and not flags.files_only:
             # Runs that only count start once ``limit`` lines are kept: their totals
@@ -289,6 +328,8 @@ class Grepper:
         records = run.records
         if records is None:
             records = ripgrep.parse(run.out, files_only=flags.files_only)
+        if scratch is not None and scratch.originals:
+            records = [dataclasses.replace(r, path=scratch.original(r.path)) for r in records]
         records.sort(key=lambda r: (_parts(r.path), r.line))
         seen: bytes | None = None
         for record in records:
@@ -328,6 +369,16 @@ def check_pattern(pattern: str) -> None:
             f"a NUL character cannot be given to ripgrep (at character {at} of the"
             " pattern); a regex can say \\x00"
         )
+
+
+def _in_page(line: Line, scratch: Scratch) -> Line:
+    """``line`` as a line of its document's page, marked extracted; other lines as
+    they are."""
+    found = scratch.locate(line.path, line.line)
+    if found is None:
+        return line
+    page, number = found
+    return dataclasses.replace(line, line=number, page=page, extracted=True)
 
 
 def _parts(path: bytes) -> list[bytes]:

@@ -18,6 +18,9 @@ searches them on all its threads, as ``rg -uu`` does. So:
 3. the first files with a match in path order, enough for ``limit`` lines, are read
    again by name for their lines (``Grepper.run``). Totals are the counts'.
 
+Documents (``extracted``) are read by name beside the walk too, as their extracted
+text: the walk reads their bytes, whose counts are dropped.
+
 Where a walk cannot be sure to reach every candidate (a glob for a path filter, a path
 through a symlink), or the uncounted files are many, the files are named as for any
 other grep.
@@ -106,6 +109,11 @@ async def run(
     uncounted = found.uncounted
     if not walk or not found.scanned_all or uncounted is None or len(uncounted) > NAMED_FILES:
         return await grepper.run(flags, found, limit, deadline)
+    documents = grepper.documents
+    if documents is not None:
+        # Read by name beside the walk, as their extracted text, like the uncounted.
+        named_too = set(uncounted).union(p for p in found.paths if documents.holds(p))
+        uncounted = sorted(named_too, key=order)
     check_pattern(flags.pattern)
     give_up = anyio.current_time() + deadline
     counting = dataclasses.replace(flags, files_only=False)

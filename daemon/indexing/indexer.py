@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +24,7 @@ from typing import Final, TypeVar
 import anyio
 import anyio.to_thread
 from kbindex.daemon import heap
+from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.health import (
     Counted,
     Health,
@@ -51,6 +53,12 @@ BATCH_BYTES: Final = 2 << 20
 """File bytes per batch, at most (one file may be larger). Up to three batches are alive
 at once (written, queued, read), each holding its text and derived columns, several
 times its size: this bounds the daemon's memory whatever the tree."""
+DOCUMENT_BATCH_BYTES: Final = 256 << 10
+"""What a document counts for in a batch's bytes, at most: its text is a small share of
+its bytes (and capped), and a batch of several lets EXTRACTORS read them at once."""
+EXTRACTORS: Final = 2
+"""Documents of a batch read at once, each in its own worker process (bounded on its
+own): extraction is most of a document's cost, and one at a time leaves a core idle."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
@@ -81,15 +89,21 @@ class Indexer:
         *,
         commits: Commits | None = None,
         on_damage: Callable[[str], None] | None = None,
+        max_document_bytes: int | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
         self.rules = rules
         self.health = health
         self.max_file_bytes = max_file_bytes
+        self.max_document_bytes = (
+            max_file_bytes if max_document_bytes is None else max_document_bytes
+        )
+        """Documents' size cap (``formats.size_cap``); a reload sets both."""
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
         self._warned: set[tuple[str, str]] = set()
+        self._extracting = ThreadPoolExecutor(EXTRACTORS, thread_name_prefix="extract")
         self.commits = commits or Commits()
         """Announces each write committed here (this is the index's only writer)."""
         self.on_damage = on_damage or _ignore
@@ -214,7 +228,7 @@ class Indexer:
         # Read before the walk, which compares each file with it as it lists it. (The
         # two once ran at once, but they share the GIL: that saved less than the
         # comparison afterwards cost.)
-        known = await self._write(self.index.known, prefixes, self.max_file_bytes)
+        known = await self._write(self._known, prefixes)
         # One worker thread walks every target: a burst brings thousands of scopes.
         results = await anyio.to_thread.run_sync(self._walk_all, targets, None if full else known)
         changed, removed = _compare(results, known, full)
@@ -325,15 +339,44 @@ class Indexer:
         async with self._job:
             return await self._commit(self.index.forget, root)
 
+    def _known(self, prefixes: list[str] | None) -> set[Stamp]:
+        """``Index.known`` under each file's size cap: the text files' answer, with the
+        documents' stamps taken from the answer under their own cap where the two differ
+        (only files between the caps do: two set differences, no Python per file)."""
+        known = self.index.known(prefixes, self.max_file_bytes)
+        if self.max_document_bytes == self.max_file_bytes or not extractor.installed():
+            return known
+        as_documents = self.index.known(prefixes, self.max_document_bytes)
+        text_cap, document_cap = self.max_file_bytes, self.max_document_bytes
+        for stamps, keep in ((known - as_documents, False), (as_documents - known, True)):
+            for stamp in stamps:
+                if formats.size_cap(stamp[0], text_cap, document_cap) == document_cap:
+                    (known.add if keep else known.discard)(stamp)
+        return known
+
+    def _load(self, seen: Seen) -> textfile.Loaded | textfile.Skipped | None:
+        """``seen`` read (None: it vanished, or leads outside the roots)."""
+        try:
+            # Within the roots: a folder on the way swapped for a link since the
+            # scan listed it (by someone who may write in a root) leads elsewhere.
+            cap = formats.size_cap(seen.path, self.max_file_bytes, self.max_document_bytes)
+            return textfile.load(seen.path, cap, within=self.roots.inside)
+        except (textfile.Vanished, textfile.Escaped):
+            return None
+
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []
         vanished: list[str] = []
+        # Documents are read EXTRACTORS at a time, ahead; text files in order, here.
+        ahead = {
+            id(seen): self._extracting.submit(self._load, seen)
+            for seen in batch
+            if formats.kind(seen.path) is not None
+        }
         for seen in batch:
-            try:
-                # Within the roots: a folder on the way swapped for a link since the
-                # scan listed it (by someone who may write in a root) leads elsewhere.
-                outcome = textfile.load(seen.path, self.max_file_bytes, within=self.roots.inside)
-            except (textfile.Vanished, textfile.Escaped):
+            found = ahead.get(id(seen))
+            outcome = self._load(seen) if found is None else found.result()
+            if outcome is None:
                 vanished.append(seen.path)
                 continue
             if isinstance(outcome, textfile.Skipped) and outcome.reason in (
@@ -401,7 +444,8 @@ def _batches(items: Pending) -> Iterator[list[Seen]]:
     size = 0
     for item in items:
         current.append(item)
-        size += item.size
+        document = formats.kind(item.path) is not None
+        size += min(item.size, DOCUMENT_BATCH_BYTES) if document else item.size
         if len(current) >= per_batch or size >= BATCH_BYTES:
             yield current
             current, size = [], 0

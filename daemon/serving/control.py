@@ -63,6 +63,7 @@ class Control:
         *,
         reread: Callable[[], Settings] | None = None,
         notifier: Notifier | None = None,
+        reloaded: Callable[[Settings], None] | None = None,
     ) -> None:
         self.settings = settings
         """The settings in force: the ones the daemon started with, then a reload's."""
@@ -76,6 +77,9 @@ class Control:
         self.reread = reread
         """Resolves the settings again from the same flags, environment and file."""
         self.notifier = notifier or Notifier(None)
+        self.reloaded = reloaded
+        """Told the settings a reload brings, for what the app built from them (the
+        documents' extractor)."""
         self._lock = anyio.Lock()
         self._reloading = anyio.Lock()
 
@@ -187,6 +191,9 @@ class Control:
         async with self._lock:
             self.indexer.rules.apply(new)
             self.indexer.max_file_bytes = new.max_file_bytes
+            self.indexer.max_document_bytes = new.max_document_bytes
+            if self.reloaded is not None:
+                self.reloaded(new)
             old_roots, new_roots = set(self.roots.paths), set(new.roots)
             self.settings = new
             for root in sorted(old_roots - new_roots):

@@ -147,7 +147,15 @@ def backend(described: index.Described, counts: index.Counts) -> BackendStatus:
 def grep_reply(outcome: grep.Outcome, fresh: Freshness, notes: list[str]) -> GrepReply:
     return GrepReply(
         lines=[
-            GrepLine(path=ln.path, line=ln.line, text=ln.text, match=ln.match, column=ln.column)
+            GrepLine(
+                path=ln.path,
+                line=ln.line,
+                text=ln.text,
+                match=ln.match,
+                column=ln.column,
+                page=ln.page,
+                extracted=ln.extracted,
+            )
             for ln in outcome.lines
         ],
         total=outcome.total,

@@ -25,6 +25,7 @@ from kbindex.daemon import health as state
 from kbindex.daemon.extracting import formats, pages
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import narrowing, ripgrep, sweep
+from kbindex.daemon.grep.extracted import Documents
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, IndexRefused, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
@@ -150,7 +151,11 @@ class Service:
         self.changes = changes
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
-        self.grepper = grep.Grepper(roots)
+        documents = Documents(
+            control.settings.state_dir, roots.inside, lambda: self.settings.max_document_bytes
+        )
+        documents.clean()  # what a daemon killed during a grep left
+        self.grepper = grep.Grepper(roots, documents=documents)
         self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(lambda: control.settings, roots, indexer)
         self._queued: dict[tuple[tuple[str, ...] | None, bool], int] = {}
@@ -462,21 +467,40 @@ class Service:
             )
 
     async def read_file(self, request: ReadFile) -> ReadFileReply:
-        for name, value in (("start_line", request.start_line), ("end_line", request.end_line)):
+        asked = (
+            ("start_line", request.start_line),
+            ("end_line", request.end_line),
+            ("page", request.page),
+        )
+        for name, value in asked:
             if value is not None and value < 1:
                 raise InvalidArgument(f"{name} must be 1 or more, not {value}")
+        if request.page is not None and (request.start_line or request.end_line):
+            raise InvalidArgument("give a page or lines (start_line, end_line), not both")
         located = self.roots.resolve(request.path)
         state = await self._read(self.index.state, str(located.path))
         if state is None or state[0] is not None:
             why = await self._explain(located, state) or "not indexed"
             raise NotIndexed(f"cannot read {located.relpath}: {why}")
         loaded = await anyio.to_thread.run_sync(self._load, str(located.path))
+        document = loaded.encoding in formats.NAMES
+        count = len(pages.starts(loaded.text)) if document else 0
+        start_line, end_line = request.start_line, request.end_line
+        if request.page is not None:
+            if not document:
+                raise InvalidArgument(
+                    f"{located.relpath} is a text file, not a document: it has no pages;"
+                    " read it by line (start_line)"
+                )
+            bounds = pages.lines_of(loaded.text, request.page)
+            if bounds is None:
+                raise InvalidArgument(
+                    f"{located.relpath} has {count:,} page(s): page {request.page:,} is past"
+                    " its end"
+                )
+            start_line, end_line = bounds
         text, first, last, total, truncated = textfile.line_slice(
-            loaded.text,
-            request.start_line,
-            request.end_line,
-            READ_FILE_MAX_CHARS,
-            paged=loaded.encoding in formats.NAMES,
+            loaded.text, start_line, end_line, READ_FILE_MAX_CHARS, paged=document
         )
         if first > max(total, 1):
             # An empty answer would read as an empty file (kbctl printed a blank line).
@@ -495,11 +519,15 @@ class Service:
             total_lines=total,
             truncated=truncated,
             hash=digest,
+            page=request.page or 0,
+            pages=count,
         )
 
     def _load(self, path: str) -> textfile.Loaded:
         try:
-            outcome = textfile.load(path, self.settings.max_file_bytes, within=self.roots.inside)
+            settings = self.settings
+            cap = formats.size_cap(path, settings.max_file_bytes, settings.max_document_bytes)
+            outcome = textfile.load(path, cap, within=self.roots.inside)
         except textfile.Vanished:
             raise NotIndexed(f"{path} no longer exists") from None
         except textfile.Escaped:
