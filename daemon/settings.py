@@ -43,7 +43,17 @@ BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
 ROOT_KEYS = frozenset(
-    {"include", "exclude", "watch", "writable", "semantic", "name", "description", "kinds"}
+    {
+        "include",
+        "exclude",
+        "watch",
+        "writable",
+        "semantic",
+        "name",
+        "description",
+        "kinds",
+        "folders",
+    }
 )
 
 
@@ -72,6 +82,9 @@ class RootOptions:
     """What the root holds, returned with its hits."""
     kinds: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Kind rules put before the defaults (``indexing.kinds``): kind, patterns."""
+    folders: tuple[tuple[str, str], ...] = ()
+    """Descriptions of folders of the root (folder relative to it, description): the
+    deepest one holding a hit is returned with it, in place of ``description``."""
 
 
 @dataclass(frozen=True)
@@ -642,6 +655,7 @@ def _root_options(
                 name=_label(table.get("name"), f"{where} name"),
                 description=_label(table.get("description"), f"{where} description"),
                 kinds=_kinds(table.get("kinds"), f"{where} kinds"),
+                folders=_folders(table.get("folders"), f"{where} folders"),
             )
         )
     names = [o.name for o in options if o.name]
@@ -670,6 +684,23 @@ def _kinds(raw: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     except BadKinds as exc:
         raise SettingsError(f"{key}: {exc}") from None
     return rules
+
+
+def _folders(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """A root's ``folders`` table: relative folder = description."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SettingsError(
+            f'{key} must be a table like {{ "projects/alpha" = "The alpha project" }}'
+        )
+    found: dict[str, str] = {}
+    for folder, text in raw.items():
+        parts = [p for p in str(folder).strip().split("/") if p and p != "."]
+        if not parts or ".." in parts or str(folder).startswith("/"):
+            raise SettingsError(f"{key}: {folder!r} is not a folder relative to the root")
+        found["/".join(parts)] = _label(text, f"{key}.{folder}")
+    return tuple(found.items())
 
 
 def _flag(raw: Any, key: str) -> bool:

@@ -45,7 +45,8 @@ async def test_a_reload_puts_new_kind_rules_and_boosts_in_force(
     assert ranked[0] == "drafts/retry.md"
 
     config.write_text(
-        f'[root."{root}"]\nkinds = {{ generated = ["drafts/**"] }}\n[kind_boosts]\nchangelog = 1.0\n'
+        f'[root."{root}"]\nkinds = {{ generated = ["drafts/**"] }}\n'
+        "[kind_boosts]\nchangelog = 1.0\n"
     )
     await _reload(d)
     # Classified again at the reload itself, not at the file's next change.
@@ -61,3 +62,48 @@ async def test_a_reload_puts_new_kind_rules_and_boosts_in_force(
     await _reload(d)
     assert await _kinds(d, "generated") == []
     assert "drafts/retry.md" in await _kinds(d, "doc")
+
+
+async def _contexts(d: Daemon, query: str) -> dict[str, str]:
+    async with d.client() as c:
+        return {h.relpath: h.context for h in (await c.search(query, limit=20)).hits}
+
+
+async def test_the_deepest_described_folder_describes_a_hit_and_a_reload_changes_it(
+    make_daemon: MakeDaemon, tmp_path: Path
+) -> None:
+    root = tmp_path / "notes"
+    write(root / "inbox.md", "budget review\n")
+    write(root / "projects" / "plan.md", "budget plan\n")
+    write(root / "projects" / "alpha" / "deep" / "cost.md", "budget cost\n")
+    write(root / "projectsx" / "other.md", "budget other\n")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[root."{root}"]\ndescription = "My notes"\n'
+        f'[root."{root}".folders]\n"projects" = "Projects"\n"projects/alpha/" = "Alpha"\n'
+    )
+    d = make_daemon(root)
+    d.extra_args = ["--config", str(config)]
+    await d.start()
+    assert await _contexts(d, "budget") == {
+        "inbox.md": "My notes",
+        "projects/plan.md": "Projects",
+        "projects/alpha/deep/cost.md": "Alpha",
+        # A folder whose name starts like a described one is not inside it.
+        "projectsx/other.md": "My notes",
+    }
+
+    config.write_text(f'[root."{root}".folders]\n"projects/alpha" = "The alpha project"\n')
+    await _reload(d)
+    assert await _contexts(d, "budget") == {
+        "inbox.md": "",
+        "projects/plan.md": "",
+        "projects/alpha/deep/cost.md": "The alpha project",
+        "projectsx/other.md": "",
+    }
+
+    # A folder that leaves the root is refused, and the running descriptions stay.
+    config.write_text(f'[root."{root}".folders]\n"../elsewhere" = "Elsewhere"\n')
+    refused = d.kbctl("reload")
+    assert refused.returncode != 0 and "is not a folder relative to the root" in refused.stderr
+    assert (await _contexts(d, "budget"))["projects/alpha/deep/cost.md"] == "The alpha project"

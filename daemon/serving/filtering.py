@@ -47,11 +47,25 @@ class Filtering:
             names[name] = str(root)
         return names
 
-    def descriptions(self) -> dict[str, str]:
-        """The description of each root that has one, by its path."""
+    def descriptions(self) -> Callable[[str, str], str]:
+        """The description of a file by its root and its path relative to it: that of
+        the deepest folder holding it that has one, else its root's ("" for none)."""
         settings = self.settings()
-        found = ((str(r), settings.options_for(r).description) for r in self.roots.paths)
-        return {root: text for root, text in found if text}
+        roots: dict[str, tuple[str, dict[str, str]]] = {}
+        for root in self.roots.paths:
+            options = settings.options_for(root)
+            roots[str(root)] = (options.description, dict(options.folders))
+
+        def of(root: str, relpath: str) -> str:
+            described, folders = roots.get(root, ("", {}))
+            folder = relpath
+            while folders and "/" in folder:
+                folder = folder.rsplit("/", 1)[0]
+                if folder in folders:
+                    return folders[folder]
+            return described
+
+        return of
 
     def of(self, request: Filtered) -> Filters:
         """The filters of ``request``; raises ``filters.BadFilter``."""

@@ -337,7 +337,7 @@ class Service:
         context = self.filtering.descriptions()
         return SearchReply(
             hits=[
-                replies.hit(h, p, context.get(h.root, ""))
+                replies.hit(h, p, context(h.root, h.relpath))
                 for h, p in zip(result.hits, await self._pages(result.hits), strict=True)
             ],
             total_hits=result.total,
