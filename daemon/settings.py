@@ -26,6 +26,7 @@ import platformdirs
 from kbindex.daemon import root_changes, sandbox
 from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, BadKinds, Kinds, ranking_boosts
+from kbindex.daemon.searching import filters
 from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign, owner_name
 
 ALL_TEXT = "*"
@@ -134,6 +135,10 @@ class Settings:
     pg_timeout_seconds: float = 60.0
     """A write to a shared index running longer is cancelled; the daemon stops waiting
     for a server that does not answer 5 s after that (reads: 5 s, then 5 s)."""
+    recency_half_life: float = 0.0
+    """``recency_half_life`` of the config file, in seconds: every search prefers recent
+    files with this half-life (``plan.Plan.recency``); 0, the default: none, unless a
+    query asks (``Search.recent``)."""
     kind_boosts: tuple[tuple[str, float], ...] | None = None
     """``[kind_boosts]`` of the config file: how much each kind counts in ranking (None:
     ``kinds.DEFAULT_BOOSTS``)."""
@@ -360,7 +365,9 @@ OPTIONS: Final = (
            metavar="SECONDS", cli_type=float,
            help="close a connection that takes longer to send a frame or take a reply"),
 )  # fmt: skip
-KNOWN_KEYS: Final = frozenset({"roots", "root", "kind_boosts", *(option.key for option in OPTIONS)})
+KNOWN_KEYS: Final = frozenset(
+    {"roots", "root", "kind_boosts", "recency_half_life", *(option.key for option in OPTIONS)}
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -447,6 +454,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         root_options=root_options,
         roots_source=roots_source,
         kind_boosts=_kind_boosts(file_values.get("kind_boosts")),
+        recency_half_life=_half_life(file_values.get("recency_half_life")),
         **values,
     )
 
@@ -488,6 +496,16 @@ def _check_dsn_file(path: Path, dsn: str) -> None:
             f" its dsn holds a password; chmod go-r {given}, or keep the password in"
             " ~/.pgpass"
         )
+
+
+def _half_life(raw: Any) -> float:
+    """``recency_half_life``: a length of time (``"90d"``), or ``"off"``."""
+    if raw is None or raw == "off":
+        return 0.0
+    try:
+        return filters.duration(str(raw), "recency_half_life")
+    except filters.BadFilter as exc:
+        raise SettingsError(f'{exc}, or "off"') from None
 
 
 def _kind_boosts(raw: Any) -> tuple[tuple[str, float], ...] | None:

@@ -120,7 +120,7 @@ class Toolbox:
             raise ArgumentError(
                 f"The argument 'mode' must be one of {', '.join(schemas.SEARCH_MODES)}."
             )
-        filters = where.filters(args.string("where"))
+        filters = where.filters(args.string("where"), ranked=True)
         reply = await self.backend.search(query, limit, path_glob, mode, filters)
         return results.search(reply, query, [*args.notes, *reply.notes])
 

@@ -6,7 +6,9 @@ once, instead of six per tool).
 by spaces (quote one holding spaces: ``"owner=Ann Lee"``); ``kind:``, ``tag:`` and
 ``scope:`` as the request's fields, ``KEY=VALUE`` a front matter field, ``modified:``
 a span of the modified time, ``date:`` (any), ``created:`` or ``updated:`` a front
-matter date's. The daemon reads the values and says what is wrong with one.
+matter date's. search also takes ``prefer:recent`` (recent files first: a score halves
+every half-life of age, the daemon's setting or 90 days; ``prefer:recent:30d`` names
+it). The daemon reads the values and says what is wrong with one.
 
 find_files also takes ``links:PATH`` (the files PATH links to) or ``linked-from:PATH``
 (the files that link to it), alone: ``links.py`` answers them.
@@ -24,8 +26,9 @@ _LISTED = {"kind": "kind", "tag": "tag", "scope": "scope"}
 _DATED = ("created", "updated")
 
 
-def filters(where: str | None) -> dict[str, Any]:
-    """The request fields (``proto.messages.Filtered``) of a ``where`` string."""
+def filters(where: str | None, *, ranked: bool = False) -> dict[str, Any]:
+    """The request fields (``proto.messages.Filtered``) of a ``where`` string; with
+    ``ranked`` (search), also ``prefer:recent`` (``Search.recent``)."""
     terms = _terms(where)
     if not terms:
         return {}
@@ -45,6 +48,11 @@ def filters(where: str | None) -> dict[str, Any]:
             if name in _DATED:
                 found["date"].append(term)
                 continue
+            if name == "prefer" and value.partition(":")[0] == "recent":
+                if not ranked:
+                    raise ArgumentError("The term prefer:recent of 'where' works in search only.")
+                found["recent"] = value.partition(":")[2] or "on"
+                continue
         if "=" in term:
             found["field"].append(term)
             continue
@@ -52,7 +60,7 @@ def filters(where: str | None) -> dict[str, Any]:
             raise ArgumentError(f"The term {name}: of 'where' works in find_files only, alone.")
         raise ArgumentError(
             f"The term {term!r} of 'where' is not a filter: use kind:, tag:, scope:,"
-            " modified:, created:, updated:, date: or KEY=VALUE."
+            " modified:, created:, updated:, date:, KEY=VALUE or (search) prefer:recent."
         )
     return found
 

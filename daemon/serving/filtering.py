@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import filters
 from kbindex.daemon.settings import Settings
 from kbindex.proto.messages import Filtered
+
+DEFAULT_HALF_LIFE: Final = 90 * 86400.0
+"""The half-life of ``recent = "on"`` where the configuration sets none."""
 
 
 class Filtering:
@@ -66,6 +70,19 @@ class Filtering:
             return described
 
         return of
+
+    def recency(self, asked: str) -> float:
+        """The half-life of a search's preference for recent files (``Search.recent``;
+        0: none); raises ``filters.BadFilter``."""
+        setting = self.settings().recency_half_life
+        asked = asked.strip().lower()
+        if not asked:
+            return setting
+        if asked == "off":
+            return 0.0
+        if asked == "on":
+            return setting or DEFAULT_HALF_LIFE
+        return filters.duration(asked, "recent")
 
     def of(self, request: Filtered) -> Filters:
         """The filters of ``request``; raises ``filters.BadFilter``."""

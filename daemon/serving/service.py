@@ -318,6 +318,7 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         plan = to_plan(request.query, "auto" if mode in BY_MEANING else mode, limit=limit)
+        plan = replace(plan, recency=self.filtering.recency(request.recent))
         filters = self.filtering.of(request)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
