@@ -26,7 +26,6 @@ import platformdirs
 from kbindex.daemon import root_changes, sandbox
 from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, BadKinds, Kinds, ranking_boosts
-from kbindex.daemon.searching import filters
 from kbindex.proto.address import SOCKET_ENV, default_socket_path, foreign, owner_name
 
 ALL_TEXT = "*"
@@ -503,9 +502,31 @@ def _half_life(raw: Any) -> float:
     if raw is None or raw == "off":
         return 0.0
     try:
-        return filters.duration(str(raw), "recency_half_life")
-    except filters.BadFilter as exc:
+        return half_life(str(raw), "recency_half_life")
+    except ValueError as exc:
         raise SettingsError(f'{exc}, or "off"') from None
+
+
+_HALF_LIFE: Final = re.compile(
+    r"^(\d{1,6})\s*(h|hours?|d|days?|w|weeks?|mo|months?|y|years?)$", re.I
+)
+_HALF_LIFE_UNITS: Final = {
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+    "mo": 30 * 86400,
+    "y": 365 * 86400,
+}
+
+
+def half_life(text: str, what: str) -> float:
+    """``text`` as a half-life in seconds (``90d``, ``2 weeks``, ``1y``), for the setting
+    and for a query's ``recent``; ValueError naming ``what`` when it is not one."""
+    found = _HALF_LIFE.match(text.strip())
+    if found is None or int(found.group(1)) == 0:
+        raise ValueError(f"{what} {text!r} is not a length of time: give one like 90d, '2 weeks'")
+    unit = found.group(2).lower()
+    return float(int(found.group(1)) * _HALF_LIFE_UNITS["mo" if unit.startswith("mo") else unit[0]])
 
 
 def _kind_boosts(raw: Any) -> tuple[tuple[str, float], ...] | None:

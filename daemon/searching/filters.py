@@ -128,15 +128,6 @@ def span(text: str, now: float, what: str) -> DateRange:
         ) from None
 
 
-def duration(text: str, what: str) -> float:
-    """``text`` as a length of time in seconds (``90d``, ``2 weeks``, ``1y``); ``what``
-    names the value in the error (BadFilter) when it is not one."""
-    found = _AGO.match(text.strip())
-    if found is None or found.group(3) or int(found.group(1)) == 0:
-        raise BadFilter(f"{what} {text!r} is not a length of time: give one like 90d, '2 weeks'")
-    return float(int(found.group(1)) * _UNITS[_unit(found.group(2))])
-
-
 def _unit(word: str) -> str:
     word = word.lower()
     if word.startswith("mo"):

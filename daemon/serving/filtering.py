@@ -16,7 +16,7 @@ from typing import Final
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import filters
-from kbindex.daemon.settings import Settings
+from kbindex.daemon.settings import Settings, half_life
 from kbindex.proto.messages import Filtered
 
 DEFAULT_HALF_LIFE: Final = 90 * 86400.0
@@ -82,7 +82,10 @@ class Filtering:
             return 0.0
         if asked == "on":
             return setting or DEFAULT_HALF_LIFE
-        return filters.duration(asked, "recent")
+        try:
+            return half_life(asked, "recent")
+        except ValueError as exc:
+            raise filters.BadFilter(str(exc)) from None
 
     def of(self, request: Filtered) -> Filters:
         """The filters of ``request``; raises ``filters.BadFilter``."""
