@@ -51,7 +51,7 @@ async def test_a_reload_puts_new_kind_rules_and_boosts_in_force(
         f'[root."{root}"]\nkinds = {{ generated = ["drafts/**"] }}\n'
         "[kind_boosts]\nchangelog = 1.0\n"
     )
-    await _reload(d)
+    assert "1 file(s) given another kind by the new rules" in await _reload(d)
     # Classified again at the reload itself, not at the file's next change.
     assert await _kinds(d, "generated") == ["drafts/retry.md"]
     assert "drafts/retry.md" not in await _kinds(d, "doc")

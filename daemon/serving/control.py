@@ -199,15 +199,18 @@ class Control:
                 await self._detach(root)
             for root in sorted(new_roots - old_roots):
                 await self._attach(root)
+            kinds_changed = 0
             for root in sorted(old_roots & new_roots):
                 if str(root) in reclassify:
-                    await self.indexer.reclassify(str(root))
+                    kinds_changed += await self.indexer.reclassify(str(root))
                 self.changes.rescan(str(root))
         self.config_error = ""
         summary = (
             f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
             f"{len(old_roots - new_roots)} removed; {describe_roots(new)}"
         )
+        if kinds_changed:
+            summary += f"; {kinds_changed} file(s) given another kind by the new rules"
         if unchanged:
             summary += f"; {' and '.join(unchanged)} change only at restart"
         return summary
