@@ -58,7 +58,12 @@ def cmd_status(client: BlockingClient, args: argparse.Namespace) -> int:
 def cmd_search(client: BlockingClient, args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     search = Search(
-        query=query, limit=args.limit, path=args.path, mode=args.mode, **filters.values(args)
+        query=query,
+        limit=args.limit,
+        path=args.path,
+        mode=args.mode,
+        recent=args.recent,
+        **filters.values(args),
     )
     reply = client.request(search, SearchReply)
     if args.json:
@@ -275,6 +280,16 @@ def _add_search(sub: Any) -> None:
         help="auto: hybrid where search by meaning is on, else words; words: every term, then any",
     )
     filters.add(p)
+    p.add_argument(
+        "--recent",
+        nargs="?",
+        const="on",
+        default="",
+        metavar="HALF_LIFE",
+        help="prefer recent files (by front matter date, else modified time): a score halves"
+        " every HALF_LIFE of age (--recent=30d; bare: the daemon's recency_half_life, else"
+        " 90d); --recent=off: not even when configured",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=cmd_search)
 

@@ -48,7 +48,7 @@ from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import Encoder
 from kbindex.daemon.semantic.vectors import VectorFile
 from kbindex.daemon.serving.activation import ActivationError, inherited_socket
-from kbindex.daemon.serving.control import ConfigRefused, Control, describe_roots
+from kbindex.daemon.serving.control import ConfigRefused, Control, describe_roots, kind_rules
 from kbindex.daemon.serving.instance import (
     AlreadyRunning,
     Instance,
@@ -83,7 +83,8 @@ async def run(
     notifier = notifier or Notifier.from_environ()
     roots = Roots(settings.roots)
     with ExitStack() as stack:
-        index = _index(settings, roots)
+        kinds = Classifier(*kind_rules(settings))
+        index = _index(settings, roots, kinds)
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -103,7 +104,9 @@ async def run(
         try:
             if opened.state != "ready":
                 notifier.status(f"rebuilding the index: {opened.reason}")
-            await _serve(settings, roots, index, readers, notifier, inherited, reread, extractor)
+            await _serve(
+                settings, roots, index, kinds, readers, notifier, inherited, reread, extractor
+            )
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -136,6 +139,7 @@ async def _serve(
     settings: Settings,
     roots: Roots,
     index: Index,
+    kinds: Classifier,
     readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
@@ -182,6 +186,7 @@ async def _serve(
         reloaded=None
         if extractor is None
         else lambda new: extractor.configure(_limits(new), _cache_bytes(new)),
+        kinds=kinds,
     )
     meaning = _meaning(control, index, commits, health)
     async with anyio.create_task_group() as tg:
@@ -229,12 +234,10 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _index(settings: Settings, roots: Roots) -> Index:
+def _index(settings: Settings, roots: Roots, kinds: Classifier) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
-    of them (it keeps no text), from ``roots`` only."""
-    rules = {str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds}
-    boosts = None if settings.kind_boosts is None else dict(settings.kind_boosts)
-    kinds = Classifier(rules, boosts)
+    of them (it keeps no text), from ``roots`` only; ``kinds`` is shared with the
+    control, which puts a reload's rules in force."""
     name = settings.backend
     try:
         backend = backends.load(name)

@@ -43,7 +43,17 @@ BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
 ROOT_KEYS = frozenset(
-    {"include", "exclude", "watch", "writable", "semantic", "name", "description", "kinds"}
+    {
+        "include",
+        "exclude",
+        "watch",
+        "writable",
+        "semantic",
+        "name",
+        "description",
+        "kinds",
+        "folders",
+    }
 )
 
 
@@ -72,6 +82,9 @@ class RootOptions:
     """What the root holds, returned with its hits."""
     kinds: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Kind rules put before the defaults (``indexing.kinds``): kind, patterns."""
+    folders: tuple[tuple[str, str], ...] = ()
+    """Descriptions of folders of the root (folder relative to it, description): the
+    deepest one holding a hit is returned with it, in place of ``description``."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,10 @@ class Settings:
     """How long this daemon's hold on its machine name lasts unless renewed (a heartbeat
     every sixth of it): a frozen or vanished daemon's machine is behind after half of
     it, gone after all of it, and another daemon may take the name then."""
+    recency_half_life: float = 0.0
+    """``recency_half_life`` of the config file, in seconds: every search prefers recent
+    files with this half-life (``plan.Plan.recency``); 0, the default: none, unless a
+    query asks (``Search.recent``)."""
     kind_boosts: tuple[tuple[str, float], ...] | None = None
     """``[kind_boosts]`` of the config file: how much each kind counts in ranking (None:
     ``kinds.DEFAULT_BOOSTS``)."""
@@ -366,7 +383,9 @@ OPTIONS: Final = (
            metavar="SECONDS", cli_type=float,
            help="close a connection that takes longer to send a frame or take a reply"),
 )  # fmt: skip
-KNOWN_KEYS: Final = frozenset({"roots", "root", "kind_boosts", *(option.key for option in OPTIONS)})
+KNOWN_KEYS: Final = frozenset(
+    {"roots", "root", "kind_boosts", "recency_half_life", *(option.key for option in OPTIONS)}
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -453,6 +472,7 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         root_options=root_options,
         roots_source=roots_source,
         kind_boosts=_kind_boosts(file_values.get("kind_boosts")),
+        recency_half_life=_half_life(file_values.get("recency_half_life")),
         **values,
     )
 
@@ -494,6 +514,38 @@ def _check_dsn_file(path: Path, dsn: str) -> None:
             f" its dsn holds a password; chmod go-r {given}, or keep the password in"
             " ~/.pgpass"
         )
+
+
+def _half_life(raw: Any) -> float:
+    """``recency_half_life``: a length of time (``"90d"``), or ``"off"``."""
+    if raw is None or raw == "off":
+        return 0.0
+    try:
+        return half_life(str(raw), "recency_half_life")
+    except ValueError as exc:
+        raise SettingsError(f'{exc}, or "off"') from None
+
+
+_HALF_LIFE: Final = re.compile(
+    r"^(\d{1,6})\s*(h|hours?|d|days?|w|weeks?|mo|months?|y|years?)$", re.I
+)
+_HALF_LIFE_UNITS: Final = {
+    "h": 3600,
+    "d": 86400,
+    "w": 7 * 86400,
+    "mo": 30 * 86400,
+    "y": 365 * 86400,
+}
+
+
+def half_life(text: str, what: str) -> float:
+    """``text`` as a half-life in seconds (``90d``, ``2 weeks``, ``1y``), for the setting
+    and for a query's ``recent``; ValueError naming ``what`` when it is not one."""
+    found = _HALF_LIFE.match(text.strip())
+    if found is None or int(found.group(1)) == 0:
+        raise ValueError(f"{what} {text!r} is not a length of time: give one like 90d, '2 weeks'")
+    unit = found.group(2).lower()
+    return float(int(found.group(1)) * _HALF_LIFE_UNITS["mo" if unit.startswith("mo") else unit[0]])
 
 
 def _kind_boosts(raw: Any) -> tuple[tuple[str, float], ...] | None:
@@ -661,6 +713,7 @@ def _root_options(
                 name=_label(table.get("name"), f"{where} name"),
                 description=_label(table.get("description"), f"{where} description"),
                 kinds=_kinds(table.get("kinds"), f"{where} kinds"),
+                folders=_folders(table.get("folders"), f"{where} folders"),
             )
         )
     names = [o.name for o in options if o.name]
@@ -689,6 +742,23 @@ def _kinds(raw: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     except BadKinds as exc:
         raise SettingsError(f"{key}: {exc}") from None
     return rules
+
+
+def _folders(raw: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """A root's ``folders`` table: relative folder = description."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise SettingsError(
+            f'{key} must be a table like {{ "projects/alpha" = "The alpha project" }}'
+        )
+    found: dict[str, str] = {}
+    for folder, text in raw.items():
+        parts = [p for p in str(folder).strip().split("/") if p and p != "."]
+        if not parts or ".." in parts or str(folder).startswith("/"):
+            raise SettingsError(f"{key}: {folder!r} is not a folder relative to the root")
+        found["/".join(parts)] = _label(text, f"{key}.{folder}")
+    return tuple(found.items())
 
 
 def _flag(raw: Any, key: str) -> bool:

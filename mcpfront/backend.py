@@ -36,6 +36,8 @@ from kbindex.proto.messages import (
     GrepReply,
     Hello,
     HelloReply,
+    Links,
+    LinksReply,
     MoveNote,
     NoteChanges,
     NoteChangesReply,
@@ -236,6 +238,10 @@ class Backend:
             lambda c: c.find_files(glob, limit, newest=newest, **(filters or {})),
             seconds=REQUEST_TIMEOUT,
         )
+
+    async def links(self, path: str, *, backlinks: bool) -> LinksReply:
+        request = Links(path=path, backlinks=backlinks)
+        return await self.call(lambda c: c.request(request, LinksReply), seconds=REQUEST_TIMEOUT)
 
     async def note(self, request: NoteRequest) -> NoteReply:
         return await self.call(

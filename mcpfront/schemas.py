@@ -43,7 +43,7 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 _WHERE: Final = {
     "type": "string",
-    "description": "kind:doc tag:x k=v modified:7d scope:ROOT",
+    "description": "kind:doc tag:x k=v modified:7d scope:ROOT prefer:recent",
 }
 """search's, grep's and find_files' ``where`` (``where.py``)."""
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp_types as types
-from kbindex.mcpfront import matches, notes, results, schemas, where
+from kbindex.mcpfront import links, matches, notes, results, schemas, where
 from kbindex.mcpfront.arguments import ArgumentError, Arguments
 from kbindex.mcpfront.backend import Backend
 from kbindex.mcpfront.errors import describe
@@ -120,7 +120,7 @@ class Toolbox:
             raise ArgumentError(
                 f"The argument 'mode' must be one of {', '.join(schemas.SEARCH_MODES)}."
             )
-        filters = where.filters(args.string("where"))
+        filters = where.filters(args.string("where"), ranked=True)
         reply = await self.backend.search(query, limit, path_glob, mode, filters)
         return results.search(reply, query, [*args.notes, *reply.notes])
 
@@ -157,7 +157,9 @@ class Toolbox:
         if page is not None and (start is not None or end is not None):
             raise ArgumentError("give page or start_line/end_line, not both.")
         reply = await self.backend.read_file(path, start, end, page)
-        return results.read_file(reply, args.notes)
+        # A file's links come with its first lines only: reading on does not repeat them.
+        found = await links.trailer(self.backend, reply.path) if reply.start_line == 1 else []
+        return results.read_file(reply, [*args.notes, *found])
 
     async def _find_files(self, call: Call) -> Outcome:
         args = call.args
@@ -166,6 +168,9 @@ class Toolbox:
             "limit", default=FIND_LIMIT, minimum=1, maximum=MAX_FIND_LIMIT, clamp_high=True
         )
         assert limit is not None
+        link = where.linked(args.string("where"))
+        if link is not None:
+            return await links.listing(self.backend, *link, limit)
         filters = where.filters(args.string("where"))
         # With a modified span, what changed lately: the newest first.
         newest = bool(filters.get("modified"))

@@ -88,6 +88,10 @@ class Search(Filtered, tag="search", kw_only=True, frozen=True):
     then any) | ``words`` (that word search, whatever else is on) | ``all`` (every
     term) | ``any`` (ranked OR) | ``raw`` (FTS5 syntax) | ``hybrid`` (words and meaning
     fused) | ``semantic`` (meaning alone)."""
+    recent: str = ""
+    """A preference for recent files in the ranking: ``on`` (with the daemon's
+    ``recency_half_life``, else 90 days), a half-life (``30d``, ``2 weeks``), or ``off``;
+    "" : the daemon's setting (none unless configured)."""
 
 
 MAX_GREP_LIMIT: Final = 1000

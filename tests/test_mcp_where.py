@@ -34,3 +34,25 @@ def test_no_filters(where: str | None) -> None:
 def test_a_term_that_is_no_filter(where: str, why: str) -> None:
     with pytest.raises(ArgumentError, match=why):
         filters(where)
+
+
+def test_prefer_recent_is_a_search_term() -> None:
+    assert filters("prefer:recent kind:doc", ranked=True)["recent"] == "on"
+    assert filters("prefer:recent:30d", ranked=True)["recent"] == "30d"
+    Search(query="x", **filters("prefer:recent", ranked=True))
+    with pytest.raises(ArgumentError, match="works in search only"):
+        filters("prefer:recent")
+
+
+def test_links_terms_go_to_find_files_alone() -> None:
+    from kbindex.mcpfront.where import linked
+
+    assert linked("'links:notes/a b.md'") == ("notes/a b.md", False)
+    assert linked("linked-from:/abs/x.md") == ("/abs/x.md", True)
+    assert linked("kind:doc") is None and linked(None) is None
+    with pytest.raises(ArgumentError, match="goes alone"):
+        linked("links:a.md tag:x")
+    with pytest.raises(ArgumentError, match="needs a path"):
+        linked("links:")
+    with pytest.raises(ArgumentError, match="find_files only"):
+        filters("linked-from:a.md")

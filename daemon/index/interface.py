@@ -143,6 +143,11 @@ class Index(Protocol):
         """Drop every file of ``root`` (a root removed at runtime); returns how many."""
         ...
 
+    def reclassify(self, root: str) -> int:
+        """Give every file of ``root`` its kind by the rules now in force (a reload that
+        changed them), without reading any file; returns how many changed kind."""
+        ...
+
     def maintain(self, after: Maintenance) -> None:
         """What the index needs after a refresh wrote (``bulk``: many files), so that
         what was written is where readers look and searches stay fast: SQLite settles

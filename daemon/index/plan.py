@@ -161,6 +161,10 @@ class Plan:
     mark it); one ending in ``*`` is a prefix, its last word taking any rest."""
     filters: Filters = field(default=NO_FILTERS)
     limit: int = 10
+    recency: float = 0.0
+    """A preference for recent files, as a half-life in seconds (0: none): each score is
+    multiplied by 0.5 ** (age / recency), the age counted from the file's latest front
+    matter date, else from its modified time (one dated ahead counts as new)."""
 
     @property
     def empty(self) -> bool:

@@ -363,6 +363,10 @@ class Indexer:
             return textfile.load(seen.path, cap, within=self.roots.inside)
         except (textfile.Vanished, textfile.Escaped):
             return None
+    async def reclassify(self, root: str) -> int:
+        """Give the files of ``root`` their kinds by the rules now in force."""
+        async with self._job:
+            return await self._commit(self.index.reclassify, root)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []

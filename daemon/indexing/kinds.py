@@ -163,10 +163,30 @@ class Classifier:
         boosts: Mapping[str, float] | None = None,
     ) -> None:
         self._defaults = Kinds()
-        self._roots = {root: Kinds(overrides) for root, overrides in (rules or {}).items()}
-        self.boosts = ranking_boosts(DEFAULT_BOOSTS if boosts is None else boosts)
+        self._given: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._roots: dict[str, Kinds] = {}
+        self.boosts: tuple[tuple[str, float], ...] = ()
         """Each kind whose matches count less than the most preferred kind's, with its
         factor (0 < factor < 1): those of the most preferred count 1."""
+        self.configure(rules, boosts)
+
+    def configure(
+        self,
+        rules: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+        boosts: Mapping[str, float] | None = None,
+    ) -> set[str]:
+        """Put new rules and boosts in force (a reload); returns the roots whose rules
+        changed, whose files' kinds are to be computed again. Checked before anything
+        changes: a BadKinds leaves the rules in force as they were."""
+        given = {root: {k: tuple(p) for k, p in o.items()} for root, o in (rules or {}).items()}
+        built = {root: Kinds(overrides) for root, overrides in given.items()}
+        ranked = ranking_boosts(DEFAULT_BOOSTS if boosts is None else boosts)
+        changed = {
+            r for r in given.keys() | self._given.keys() if given.get(r) != self._given.get(r)
+        }
+        # Each attribute is replaced whole: a reader thread sees the old rules or the new.
+        self._given, self._roots, self.boosts = given, built, ranked
+        return changed
 
     def of(self, root: str, relpath: str) -> str:
         return self._roots.get(root, self._defaults).of(relpath)

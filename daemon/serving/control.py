@@ -25,6 +25,7 @@ import anyio.to_thread
 from kbindex.daemon import config_file, root_changes
 from kbindex.daemon.health import Health, RootRemoved
 from kbindex.daemon.indexing.indexer import Indexer
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.serving.notify import Notifier
 from kbindex.daemon.settings import Settings, SettingsError, check_root, default_config_path
@@ -64,6 +65,7 @@ class Control:
         reread: Callable[[], Settings] | None = None,
         notifier: Notifier | None = None,
         reloaded: Callable[[Settings], None] | None = None,
+        kinds: Classifier | None = None,
     ) -> None:
         self.settings = settings
         """The settings in force: the ones the daemon started with, then a reload's."""
@@ -80,6 +82,8 @@ class Control:
         self.reloaded = reloaded
         """Told the settings a reload brings, for what the app built from them (the
         documents' extractor)."""
+        self.kinds = kinds
+        """The kind rules and boosts the index uses (None: a reload leaves them)."""
         self._lock = anyio.Lock()
         self._reloading = anyio.Lock()
 
@@ -189,6 +193,8 @@ class Control:
             if getattr(new, name) != getattr(self.settings, name)
         ]
         async with self._lock:
+            # Before any root is attached: its first scan classifies with the new rules.
+            reclassify = set() if self.kinds is None else self.kinds.configure(*kind_rules(new))
             self.indexer.rules.apply(new)
             self.indexer.max_file_bytes = new.max_file_bytes
             self.indexer.max_document_bytes = new.max_document_bytes
@@ -200,16 +206,31 @@ class Control:
                 await self._detach(root)
             for root in sorted(new_roots - old_roots):
                 await self._attach(root)
+            kinds_changed = 0
             for root in sorted(old_roots & new_roots):
+                if str(root) in reclassify:
+                    kinds_changed += await self.indexer.reclassify(str(root))
                 self.changes.rescan(str(root))
         self.config_error = ""
         summary = (
             f"reloaded: {len(new_roots)} root(s), {len(new_roots - old_roots)} added, "
             f"{len(old_roots - new_roots)} removed; {describe_roots(new)}"
         )
+        if kinds_changed:
+            summary += f"; {kinds_changed} file(s) given another kind by the new rules"
         if unchanged:
             summary += f"; {' and '.join(unchanged)} change only at restart"
         return summary
+
+
+def kind_rules(
+    settings: Settings,
+) -> tuple[dict[str, dict[str, tuple[str, ...]]], dict[str, float] | None]:
+    """The arguments of ``kinds.Classifier`` (and its ``configure``) in ``settings``:
+    each root's kind rules, and the kind boosts (None: the defaults)."""
+    rules = {str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds}
+    boosts = None if settings.kind_boosts is None else dict(settings.kind_boosts)
+    return rules, boosts
 
 
 def describe_roots(settings: Settings) -> str:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import filters
-from kbindex.daemon.settings import Settings
+from kbindex.daemon.settings import Settings, half_life
 from kbindex.proto.messages import Filtered
+
+DEFAULT_HALF_LIFE: Final = 90 * 86400.0
+"""The half-life of ``recent = "on"`` where the configuration sets none."""
 
 
 class Filtering:
@@ -47,11 +51,41 @@ class Filtering:
             names[name] = str(root)
         return names
 
-    def descriptions(self) -> dict[str, str]:
-        """The description of each root that has one, by its path."""
+    def descriptions(self) -> Callable[[str, str], str]:
+        """The description of a file by its root and its path relative to it: that of
+        the deepest folder holding it that has one, else its root's ("" for none)."""
         settings = self.settings()
-        found = ((str(r), settings.options_for(r).description) for r in self.roots.paths)
-        return {root: text for root, text in found if text}
+        roots: dict[str, tuple[str, dict[str, str]]] = {}
+        for root in self.roots.paths:
+            options = settings.options_for(root)
+            roots[str(root)] = (options.description, dict(options.folders))
+
+        def of(root: str, relpath: str) -> str:
+            described, folders = roots.get(root, ("", {}))
+            folder = relpath
+            while folders and "/" in folder:
+                folder = folder.rsplit("/", 1)[0]
+                if folder in folders:
+                    return folders[folder]
+            return described
+
+        return of
+
+    def recency(self, asked: str) -> float:
+        """The half-life of a search's preference for recent files (``Search.recent``;
+        0: none); raises ``filters.BadFilter``."""
+        setting = self.settings().recency_half_life
+        asked = asked.strip().lower()
+        if not asked:
+            return setting
+        if asked == "off":
+            return 0.0
+        if asked == "on":
+            return setting or DEFAULT_HALF_LIFE
+        try:
+            return half_life(asked, "recent")
+        except ValueError as exc:
+            raise filters.BadFilter(str(exc)) from None
 
     def of(self, request: Filtered) -> Filters:
         """The filters of ``request``; raises ``filters.BadFilter``."""

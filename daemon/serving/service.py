@@ -323,6 +323,7 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         plan = to_plan(request.query, "auto" if mode in BY_MEANING else mode, limit=limit)
+        plan = replace(plan, recency=self.filtering.recency(request.recent))
         filters = self.filtering.of(request)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
@@ -342,7 +343,7 @@ class Service:
         context = self.filtering.descriptions()
         return SearchReply(
             hits=[
-                replies.hit(h, p, context.get(h.root, ""))
+                replies.hit(h, p, context(h.root, h.relpath))
                 for h, p in zip(result.hits, await self._pages(result.hits), strict=True)
             ],
             total_hits=result.total,

@@ -347,6 +347,27 @@ class PgIndex:
         self._writes += 1
         return removed
 
+    def reclassify(self, root: str) -> int:
+        conn = self._conn()
+        with conn.transaction():
+            self._lease.renew(conn)
+            rows = conn.execute(
+                "SELECT id, relpath, kind FROM kb_files WHERE machine = %s AND root = %s",
+                (self.machine, root),
+            ).fetchall()
+            changed = [
+                (i, kind)
+                for i, relpath, was in rows
+                if (kind := self.kinds.of(root, relpath)) != was
+            ]
+            conn.execute(
+                "UPDATE kb_files f SET kind = u.kind FROM unnest(%s::bigint[], %s::text[])"
+                " AS u(id, kind) WHERE f.id = u.id",
+                ([i for i, _ in changed], [k for _, k in changed]),
+            )
+        self._writes += 1
+        return len(changed)
+
     def maintain(self, after: Maintenance) -> None:
         """After a large refresh: vacuum and analyse the tables it wrote. Until then the
         GIN indexes keep new entries in their pending lists and the postings have no

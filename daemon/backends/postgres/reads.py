@@ -142,7 +142,7 @@ def search(
     limit, filters = plan.limit, plan.filters
     try:
         with conn.transaction():  # one snapshot for the ranking, the count and the text
-            ranked = partial(_ranked, conn, boosts=boosts)
+            ranked = partial(_ranked, conn, boosts=boosts, recency=plan.recency)
             rows = ranked(query.main, limit, filters, ids_only, corpus)
             mode = query.mode
             if not rows and query.fallback is not None:
@@ -162,6 +162,7 @@ def _ranked(
     ids_only: bool,
     corpus: Stats,
     boosts: Boosts = (),
+    recency: float = 0.0,
 ) -> list[Any]:
     """The best ``limit`` documents ``expr`` matches by bm25 (FTS5's: the same idf, k1
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
@@ -208,9 +209,9 @@ def _ranked(
             WHERE u.doc IN (SELECT id FROM matched)
             GROUP BY u.doc
         ){phrased}
-        SELECT m.id, (coalesce(s.score, 0){phrase_score}){_boost(boosts)} AS score,
-            count(*) OVER () AS total
-        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}{_kind_join(boosts)}
+        SELECT m.id, (coalesce(s.score, 0){phrase_score}){_boost(boosts)}{_recency(recency)}
+            AS score, count(*) OVER () AS total
+        FROM matched m LEFT JOIN scored s ON s.doc = m.id{phrase_join}{_kind_join(boosts, recency)}
         ORDER BY score DESC, m.id LIMIT %s
     """
     args = [*found.params, *[corpus.documents] * 2, *path_params, corpus.mean_length]
@@ -298,8 +299,22 @@ def _boost(boosts: Boosts) -> str:
     return f" * CASE kf.kind {cases} ELSE 1.0 END"
 
 
-def _kind_join(boosts: Boosts) -> str:
-    return " JOIN kb_files kf ON kf.id = m.id" if boosts else ""
+def _recency(half_life: float) -> str:
+    """The decay of a document's age (``Plan.recency``; ``kf`` its files row), as in
+    SQLite's ranking."""
+    if half_life <= 0:
+        return ""
+    # A number the daemon computed, not text a client typed.
+    dated = (
+        "coalesce((SELECT max(x.number) FROM kb_fields x WHERE x.doc = kf.id"
+        " AND x.source = 'date'), kf.mtime_ns / 1e9)"
+    )
+    age = f"greatest(0, extract(epoch FROM now())::float8 - {dated})"
+    return f" * power(0.5, {age} / {half_life!r})"
+
+
+def _kind_join(boosts: Boosts, recency: float = 0.0) -> str:
+    return " JOIN kb_files kf ON kf.id = m.id" if boosts or recency > 0 else ""
 
 
 def search_result(conn: Connection, plan: Plan, corpus: Stats, boosts: Boosts = ()) -> SearchResult:

@@ -187,23 +187,33 @@ class _Query:
     boosts: Boosts = ()
     admitted: Admitted | None = None
     """What the filters admit, looked up once for all the statements of a search."""
+    recency: float = 0.0
+    """``Plan.recency``."""
 
     @staticmethod
     def of(
         plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False, boosts: Boosts = ()
     ) -> _Query:
-        return _Query(plan.limit, plan.filters, weights, ids_only, boosts)
+        return _Query(plan.limit, plan.filters, weights, ids_only, boosts, recency=plan.recency)
 
     def ranking(self) -> str:
         """The score of a document of ``d`` (its files row ``f``): bm25, times its
         kind's factor where ``boosts`` has one (each below 1, so a bound on bm25 is one
-        on the score: ``essential``)."""
-        bm25 = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
-        if not self.boosts:
-            return bm25
-        # Kinds are KINDS' names and the factors numbers: nothing a client typed.
-        cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in self.boosts)
-        return f"({bm25} * CASE f.kind {cases} ELSE 1.0 END)"
+        on the score: ``essential``), and by the decay of its age (``Plan.recency``;
+        at most 1 too)."""
+        score = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        if self.boosts:
+            # Kinds are KINDS' names and the factors numbers: nothing a client typed.
+            cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in self.boosts)
+            score = f"({score} * CASE f.kind {cases} ELSE 1.0 END)"
+        if self.recency > 0:
+            # A number the daemon computed, not text a client typed.
+            dated = (
+                "coalesce((SELECT max(number) FROM fields WHERE file = f.id AND source = 'date'),"
+                " f.mtime_ns / 1e9)"
+            )
+            score = f"({score} * pow(0.5, max(0.0, unixepoch() - {dated}) / {self.recency!r}))"
+        return score
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -248,7 +258,7 @@ class _Query:
             # The files row is joined only for a filter or a kind's boost: every
             # document has one, written in the same transaction, and counting through
             # the join would look up each match's row.
-            joined = bool(params or self.boosts)
+            joined = bool(params or self.boosts or self.recency)
             joined_files = " JOIN files f ON f.id = d.rowid" if joined else ""
             checks, exact = _checks(resolved)
             source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"

@@ -460,6 +460,22 @@ class Store:
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
         return int(removed)
 
+    def reclassify(self, root: str) -> int:
+        conn = self.writer
+        with self._transaction():
+            rows = conn.execute("SELECT id, relpath, kind FROM files WHERE root = ?", (root,))
+            changed = [
+                (i, kind)
+                for i, relpath, was in rows.fetchall()
+                if (kind := self.kinds.of(root, relpath)) != was
+            ]
+            conn.execute(
+                "UPDATE files SET kind = j.value->>1 FROM json_each(?) AS j"
+                " WHERE files.id = j.value->>0",
+                (as_json(changed),),
+            )
+        return len(changed)
+
     def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
         """Write one batch in one transaction: first the files rows and the removal of
         old documents, then the new documents. Each step is one statement for the whole
