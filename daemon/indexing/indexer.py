@@ -363,6 +363,7 @@ class Indexer:
             return textfile.load(seen.path, cap, within=self.roots.inside)
         except (textfile.Vanished, textfile.Escaped):
             return None
+
     async def reclassify(self, root: str) -> int:
         """Give the files of ``root`` their kinds by the rules now in force."""
         async with self._job:
