@@ -23,11 +23,17 @@ from typing import Any
 
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.index.plan import NO_FILTERS, DateRange, Filters
+from kbindex.daemon.index.values import Update
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching import hits as searching
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
+
+KINDS = Classifier()
 
 WORDS = [f"w{n}" for n in range(3000)]
 TAGS = [f"topic{n}" for n in range(50)]
@@ -45,7 +51,7 @@ def _note(rng: random.Random, i: int) -> str:
 
 
 def _index(roots: list[Path], db: Path) -> SqliteIndex:
-    idx = SqliteIndex(db, Roots(tuple(roots)))
+    idx = SqliteIndex(db, Texts(Roots(tuple(roots))).current)
     idx.open()
     for root in roots:
         batch: list[Any] = []
@@ -57,7 +63,7 @@ def _index(roots: list[Path], db: Path) -> SqliteIndex:
                 loaded = textfile.load(path, 1 << 20)
                 if isinstance(loaded, textfile.Loaded):
                     loaded = prepare(seen.relpath, loaded)
-                batch.append((seen, loaded))
+                batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
                 if len(batch) >= 1000:
                     idx.apply(batch, [])
                     batch = []
@@ -97,7 +103,7 @@ def main() -> None:
             # Each run first as often: the first pays for the pages the others then find.
             for name, given in runs[n % len(runs) :] + runs[: n % len(runs)]:
                 began = time.perf_counter()
-                found = idx.search(replace(plan, filters=given))
+                found = searching.search(idx, replace(plan, filters=given))
                 times[name].append((time.perf_counter() - began) * 1000)
                 if name == "small root (scope)":
                     full += len(found.hits) == min(10, found.total)

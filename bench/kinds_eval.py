@@ -37,12 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
+from kbindex.daemon.index.values import Update
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, Classifier
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching import hits as searching
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
+
+KINDS = Classifier()
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("README.md", "docs", "daemon", "proto", "ctl", "mcpfront", "tests")
@@ -132,7 +137,7 @@ def build(root: Path) -> dict[str, int]:
 
 
 def index(root: Path, db: Path, boosts: dict[str, float]) -> SqliteIndex:
-    idx = SqliteIndex(db, Roots((root,)), Classifier(boosts=boosts))
+    idx = SqliteIndex(db, Texts(Roots((root,))).current, Classifier(boosts=boosts).boosts)
     idx.open()
     batch: list[Any] = []
     for dirpath, _dirs, names in os.walk(root):
@@ -143,7 +148,7 @@ def index(root: Path, db: Path, boosts: dict[str, float]) -> SqliteIndex:
             loaded = textfile.load(path, 10 << 20)
             if isinstance(loaded, textfile.Loaded):
                 loaded = prepare(seen.relpath, loaded)
-            batch.append((seen, loaded))
+            batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
             if len(batch) >= 500:
                 idx.apply(batch, [])
                 batch = []
@@ -155,7 +160,7 @@ def index(root: Path, db: Path, boosts: dict[str, float]) -> SqliteIndex:
 def evaluate(idx: SqliteIndex) -> dict[str, Any]:
     reciprocal, ndcg, top5, unwanted, per_query = [], [], 0, 0, {}
     for query, expected in QUERIES.items():
-        hits = idx.search(to_plan(query, limit=LIMIT)).hits
+        hits = searching.search(idx, to_plan(query, limit=LIMIT)).hits
         ranked = [h.relpath for h in hits]
         first = next((i for i, r in enumerate(ranked) if r in expected), None)
         reciprocal.append(0.0 if first is None else 1 / (first + 1))
@@ -193,9 +198,9 @@ def scifact(work: Path) -> dict[str, Any]:
             ranked = {}
             order = ("no boosts", "default boosts")
             for name in order if n % 2 else reversed(order):
-                idx.kinds = plain if name == "no boosts" else Classifier()
+                idx.boosts = plain.boosts if name == "no boosts" else Classifier().boosts
                 began = time.perf_counter()
-                hits = idx.search(plan).hits
+                hits = searching.search(idx, plan).hits
                 times[name].append((time.perf_counter() - began) * 1000)
                 ranked[name] = [h.relpath for h in hits]
             same += ranked["no boosts"] == ranked["default boosts"]

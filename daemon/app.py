@@ -43,6 +43,7 @@ from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.texts import Texts
 from kbindex.daemon.semantic import meaning as semantic
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import Encoder
@@ -82,8 +83,9 @@ async def run(
     (from the same flags, environment and file) when SIGHUP asks for a reload."""
     notifier = notifier or Notifier.from_environ()
     roots = Roots(settings.roots)
+    kinds = _kinds(settings)
     with ExitStack() as stack:
-        index = _index(settings, roots)
+        index = _index(settings, kinds, Texts(roots))
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -103,7 +105,9 @@ async def run(
         try:
             if opened.state != "ready":
                 notifier.status(f"rebuilding the index: {opened.reason}")
-            await _serve(settings, roots, index, readers, notifier, inherited, reread, extractor)
+            await _serve(
+                settings, roots, index, kinds, readers, notifier, inherited, reread, extractor
+            )
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -129,6 +133,7 @@ async def _serve(
     settings: Settings,
     roots: Roots,
     index: Index,
+    kinds: Classifier,
     readers: ThreadPoolExecutor,
     notifier: Notifier,
     inherited: socket.socket | None,
@@ -154,6 +159,7 @@ async def _serve(
         settings.max_file_bytes,
         commits=commits,
         on_damage=recovery.damaged,
+        kinds=kinds,
     )
     watcher = Watcher(
         [(str(r), settings.watch_mode(r)) for r in roots.paths],
@@ -211,12 +217,17 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _index(settings: Settings, roots: Roots) -> Index:
-    """The index backend the settings choose. SQLite reads the files for what it shows
-    of them (it keeps no text), from ``roots`` only."""
+def _kinds(settings: Settings) -> Classifier:
+    """Each file's kind (its root's rules, then its path) and each kind's factor in
+    ranking."""
     rules = {str(o.path): dict(o.kinds) for o in settings.root_options if o.kinds}
     boosts = None if settings.kind_boosts is None else dict(settings.kind_boosts)
-    kinds = Classifier(rules, boosts)
+    return Classifier(rules, boosts)
+
+
+def _index(settings: Settings, kinds: Classifier, texts: Texts) -> Index:
+    """The index backend the settings choose. SQLite reads the files for what it shows
+    of them (it keeps no text) through ``texts``, within the roots only."""
     name = settings.backend
     try:
         backend = backends.load(name)
@@ -226,7 +237,7 @@ def _index(settings: Settings, roots: Roots) -> Index:
         raise BackendMissing(
             f"backend {name} needs kbindex[{name}] installed ({exc.name} is missing)"
         ) from None
-    return backend.configured(settings, roots, kinds)
+    return backend.configured(settings, kinds.boosts, texts.current)
 
 
 def _meaning(control: Control, index: Index, commits: Commits, health: Health) -> semantic.Meaning:

@@ -33,9 +33,9 @@ def zipf_corpus(seed: int, documents: int) -> dict[str, str]:
     return docs
 
 
-def find(store: Store, question: str, limit: int) -> searcher.Found:
+def find(store: Store, question: str, limit: int) -> tuple[list[tuple[int, float]], int, str]:
     with store.reader() as conn:
-        return searcher.find(conn, to_plan(question, limit=limit))
+        return searcher.rank(conn, to_plan(question, limit=limit))
 
 
 def test_ranking_the_essential_documents_first_gives_the_whole_rankings_list(

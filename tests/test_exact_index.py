@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import note
+from conftest import note, reading, renaming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import documents as tables
@@ -23,7 +23,6 @@ from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
-from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 
 
@@ -34,7 +33,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db: Path, tmp_path: Path) -> Iterator[Store]:
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     s.open()
     try:
         yield s
@@ -125,7 +124,7 @@ def test_an_index_with_the_exact_file_beside_it_is_built_again(db: Path) -> None
     legacy = legacy_exact_path(db)
     for suffix in ("", "-wal"):
         Path(f"{legacy}{suffix}").write_bytes(b"")
-    s = Store(db, Roots(()))
+    s = Store(db)
     assert s.open().state == "afresh"
     try:
         assert not legacy.exists() and not Path(f"{legacy}-wal").exists()
@@ -179,7 +178,7 @@ def test_a_rewritten_or_deleted_document_takes_its_old_words_out(
     store.apply([note("a.md", "delta", r)], [])
     assert vocabulary() == {"a": 1, "b": 1, "beta": 1, "delta": 1, "gamma": 1, "md": 2}
     (r / "b.md").rename(r / "c.md")
-    store.move(f"{r}/b.md", f"{r}/c.md", str(r))
+    store.move(f"{r}/b.md", f"{r}/c.md", str(r), renaming(r))
     assert vocabulary() == {"a": 1, "beta": 1, "c": 1, "delta": 1, "gamma": 1, "md": 2}
     store.apply([], [f"{r}/a.md", f"{r}/c.md"])
     assert vocabulary() == {}
@@ -198,7 +197,7 @@ def test_a_moved_directory_is_indexed_again_from_its_files(
     ids = dict(store.writer.execute("SELECT relpath, id FROM files"))
     (r / "old").rename(r / "new")
     (r / "new" / "n4.md").unlink()  # gone again before the move is written
-    assert store.move(f"{r}/old", f"{r}/new", str(r)) == 5
+    assert store.move(f"{r}/old", f"{r}/new", str(r), renaming(r)) == 5
     assert dict(store.writer.execute("SELECT relpath, id FROM files")) == {
         f"new/n{i}.md": ids[f"old/n{i}.md"] for i in range(5)
     }

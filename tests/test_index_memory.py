@@ -22,7 +22,6 @@ from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.values import Document
 from kbindex.daemon.indexing import grams
-from kbindex.daemon.roots import Roots
 
 MB = 1 << 20
 
@@ -112,7 +111,7 @@ def _sqlite_library() -> ctypes.CDLL:
 
 def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3", Roots(()))
+    store = Store(tmp_path / "index.sqlite3")
     store.open()
     try:
         rng = random.Random(2)
@@ -149,7 +148,7 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
 
 def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3", Roots(()))
+    store = Store(tmp_path / "index.sqlite3")
     store.open()
     try:
         conn = store.writer
@@ -165,7 +164,7 @@ def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: P
         # Written out inside the transaction, not at its commit.
         conn.execute("BEGIN")
         segments = conn.execute("SELECT count(*) FROM docs_data").fetchone()[0]
-        _, doc = note("big2.h", big.lower())
+        doc = note("big2.h", big.lower()).given
         assert isinstance(doc, Document)
         documents.insert(conn, [documents.entry(99, doc)])
         assert conn.execute("SELECT count(*) FROM docs_data").fetchone()[0] > segments

@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from conftest import Daemon, MakeDaemon, note, wait_exit, wait_for, write
+from conftest import Daemon, MakeDaemon, note, reading, wait_exit, wait_for, write
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.database import open_checked
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import StatusReply
@@ -281,12 +280,12 @@ def test_an_older_index_today_cannot_read_answers_nothing_of_its_own(tmp_path: P
     """A file of schema 9 (no kind, fields or links) is not read: searches answer from
     the new file as it fills, and it replaces the old one once built."""
     db = tmp_path / "index.sqlite3"
-    first = Store(db, Roots((tmp_path,)))
+    first = Store(db, reading(tmp_path))
     first.open()
     first.apply([note("a.md", "walrus")], [])
     first.close()
     _to_v9(db)
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     try:
         opened = s.open()
         assert opened.state == "afresh" and f"schema version {OLD}" in opened.reason
@@ -309,14 +308,14 @@ def older(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     previous one had today's tables: the machinery is kept for the next change that
     today's reads understand."""
     db = tmp_path / "index.sqlite3"
-    first = Store(db, Roots((tmp_path,)))
+    first = Store(db, reading(tmp_path))
     first.open()
     first.apply([note("a.md", "walrus")], [])
     first.close()
     previous = schema.SCHEMA_VERSION - 1
     monkeypatch.setattr(schema, "READABLE_SINCE", previous)
     _set_version(db, previous)
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     assert s.open().state == "beside"
     try:
         yield s
@@ -379,7 +378,7 @@ def test_a_file_left_before_its_tables_were_made_is_a_first_start(tmp_path: Path
     conn = sqlite.connect(db)
     conn.execute("PRAGMA journal_mode = WAL")  # what the first start had written
     conn.close()
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     assert s.open().state == "ready"
     try:
         assert not s.rebuilding and not s.beside.exists()

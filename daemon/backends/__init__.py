@@ -13,10 +13,10 @@ import importlib
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
 if TYPE_CHECKING:
-    from kbindex.daemon.index.interface import Index
-    from kbindex.daemon.indexing.kinds import Classifier
-    from kbindex.daemon.roots import Roots
-    from kbindex.daemon.settings import Settings
+    from pathlib import Path
+
+    from kbindex.daemon.index.interface import Index, Texts
+    from kbindex.daemon.index.values import Boosts
 
 BACKENDS: Final = {
     "sqlite": "kbindex.daemon.backends.sqlite.index:SqliteIndex",
@@ -25,13 +25,25 @@ BACKENDS: Final = {
 """A backend's name (``--backend``) and its class, as ``module:Class``."""
 
 
+class Settings(Protocol):
+    """What a backend reads of the daemon's settings (``settings.Settings``)."""
+
+    @property
+    def db_path(self) -> Path: ...
+    @property
+    def dsn(self) -> str: ...
+    @property
+    def machine(self) -> str: ...
+    @property
+    def pg_timeout_seconds(self) -> float: ...
+
+
 class Backend(Protocol):
     """A backend's class: builds its index from the settings."""
 
-    def configured(self, settings: Settings, roots: Roots, kinds: Classifier) -> Index:
-        """The index the settings describe; ``roots`` are the only place a backend
-        that keeps no text reads files from; ``kinds`` names each file's kind (and
-        their boosts in ranking)."""
+    def configured(self, settings: Settings, boosts: Boosts, texts: Texts) -> Index:
+        """The index the settings describe; ``boosts``: each kind's factor in ranking;
+        ``texts``: how a backend that keeps no text reads an indexed file's."""
         ...
 
 

@@ -14,7 +14,7 @@ for the daemon (rebuild, retry later, or a plain bug).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -23,12 +23,13 @@ from kbindex.daemon.index.values import (
     Candidates,
     Checked,
     Described,
+    Document,
     FileState,
     Linked,
     Listing,
     Query,
     Record,
-    SearchResult,
+    Renamed,
     Stamp,
     Stats,
     Update,
@@ -65,12 +66,41 @@ class Opened:
     """Why the index is being rebuilt ("" when ready)."""
 
 
+class BadQuery(Exception):
+    """The query cannot be run (raw syntax error, unknown mode, too long, a glob that
+    does not parse or runs past its deadline)."""
+
+
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
 
 
 class TooSlow(Exception):
     """A read ran past its deadline (a grep's candidate files)."""
+
+
+Texts = Callable[[str, int], "str | None"]
+"""The text of an indexed file (its path, its size as indexed) as it is now, or None
+when it cannot be read as text now: handed to an index that keeps no copy of the text
+by the layer that reads files for clients (``searching``), which checks the roots."""
+
+
+class Renamer(Protocol):
+    """What a move needs from above the seam (the indexer's), for each file it moves."""
+
+    def kind(self, root: str, relpath: str) -> str:
+        """The file's kind at its new place (``indexing.kinds``)."""
+        ...
+
+    def read(self, path: str, relpath: str, size: int) -> Renamed | None:
+        """Its document's values under its new name, read from the file now at
+        ``path`` (``size``: as indexed), for an index that keeps no text; None when it
+        cannot be read now."""
+        ...
+
+    def restored(self, relpath: str, title: str, body: str, encoding: str | None) -> Document:
+        """Its document under its new name, made again from the text an index keeps."""
+        ...
 
 
 class Index(Protocol):
@@ -135,8 +165,9 @@ class Index(Protocol):
         """Write one batch, all or nothing."""
         ...
 
-    def move(self, old: str, new: str, new_root: str) -> int:
-        """Re-key the file ``old``, or every file under it, to ``new``; returns how many."""
+    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
+        """Re-key the file ``old``, or every file under it, to ``new``, their rows made
+        again by ``renamer``; returns how many."""
         ...
 
     def forget(self, root: str) -> int:
@@ -153,12 +184,10 @@ class Index(Protocol):
 
     # ---------------------------------------------------------------- reads
 
-    def search(self, plan: Plan) -> SearchResult:
-        """The best ``plan.limit`` documents of ``plan``, within its filters."""
-        ...
-
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
-        """``search`` as (document id, score) pairs, the total and the mode."""
+        """The best ``plan.limit`` documents of ``plan``, within its filters, as
+        (document id, score) pairs (higher is better), how many match, and the mode
+        that found them (``searching.hits`` shows them)."""
         ...
 
     def files(
@@ -205,8 +234,8 @@ class Index(Protocol):
         ...
 
     def records(self, ids: Sequence[int]) -> list[Record]:
-        """These documents with their text, for those still indexed (in no particular
-        order)."""
+        """These documents with their text (from the index's copy, or read by its
+        ``Texts``), for those still indexed (in no particular order)."""
         ...
 
     def retire_machine(self, name: str) -> int:

@@ -24,6 +24,9 @@ title, body: not the spellings derived from them); ``grams``, a run of a script 
 without spaces (Chinese, Japanese, Thai...), matched by its character bigrams."""
 
 _GLOB_CHARS: Final = frozenset("*?[")
+DATE_KEYS: Final = ("created", "date", "updated")
+"""The front matter keys that hold a file's dates (``indexing.frontmatter``), the ones a
+date filter without a key looks at."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from kbindex.daemon.index.interface import Index
 from kbindex.daemon.index.values import Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk
 from kbindex.daemon.roots import Located, Roots
 
@@ -81,6 +82,7 @@ class Indexer:
         *,
         commits: Commits | None = None,
         on_damage: Callable[[str], None] | None = None,
+        kinds: Classifier | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
@@ -94,6 +96,8 @@ class Indexer:
         """Announces each write committed here (this is the index's only writer)."""
         self.on_damage = on_damage or _ignore
         """Called when a write finds the database damaged (the recovery's)."""
+        self.kinds = kinds or Classifier()
+        """Each file's kind, from its root's rules and its path."""
 
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
         try:
@@ -258,9 +262,9 @@ class Indexer:
             async for updates, vanished, count in receive:
                 errors += sum(
                     1
-                    for _, o in updates
-                    if isinstance(o, textfile.Skipped)
-                    and o.reason == textfile.SkipReason.UNREADABLE
+                    for u in updates
+                    if isinstance(u.given, textfile.Skipped)
+                    and u.given.reason == textfile.SkipReason.UNREADABLE
                 )
                 read = len(updates)
                 # Files deleted since the walk: the index drops the rows it has of them.
@@ -313,8 +317,9 @@ class Indexer:
     async def move(self, src: Located, dest: Located) -> int:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
+            renaming = documents.Renaming(self.kinds, self.roots.inside)
             moved = await self._commit(
-                self.index.move, str(src.path), str(dest.path), str(dest.root)
+                self.index.move, str(src.path), str(dest.path), str(dest.root), renaming
             )
             self._writable()
             self.health.record(Counted(moved=moved))
@@ -328,6 +333,7 @@ class Indexer:
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []
         vanished: list[str] = []
+        kind = self.kinds.of
         for seen in batch:
             try:
                 # Within the roots: a folder on the way swapped for a link since the
@@ -353,9 +359,9 @@ class Indexer:
                 if doc.structure.front.problem:
                     # The file is indexed all the same, without its front matter's fields.
                     self.health.record(Problem(seen.path, doc.structure.front.problem))
-                updates.append((seen, doc))
+                updates.append(Update(seen, doc, kind(seen.root, seen.relpath)))
             else:
-                updates.append((seen, outcome))
+                updates.append(Update(seen, outcome, kind(seen.root, seen.relpath)))
         return updates, vanished
 
     def resolve_scope(self, paths: Sequence[str]) -> list[Located]:

@@ -34,6 +34,7 @@ from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
+from kbindex.daemon.searching import hits
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
@@ -326,7 +327,7 @@ class Service:
                 return await self._read(
                     self.meaning.search, self.index, filtered, request.query, mode
                 )
-            return await self._read(self.index.search, filtered), []
+            return await self._read(hits.search, self.index, filtered), []
 
         (result, waiting), scoped = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)

@@ -38,7 +38,14 @@ from kbindex.daemon.backends.postgres.connections import (
     is_lost,
     unbounded,
 )
-from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance, Opened
+from kbindex.daemon.index.interface import (
+    Failure,
+    IndexRefused,
+    Maintenance,
+    Opened,
+    Renamer,
+    Texts,
+)
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
     Candidates,
@@ -49,25 +56,22 @@ from kbindex.daemon.index.values import (
     FileState,
     Linked,
     Listing,
-    Loaded,
     Query,
     Record,
-    SearchResult,
     SkipReason,
     Stamp,
     Stats,
     Update,
     Words,
     recorded,
+    statements,
 )
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.kinds import Classifier
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
+    from kbindex.daemon.backends import Settings
     from kbindex.daemon.index.plan import Plan
-    from kbindex.daemon.roots import Roots
-    from kbindex.daemon.settings import Settings
+    from kbindex.daemon.index.values import Boosts
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,20 +97,21 @@ class PgIndex:
     backend = "postgres"
 
     @classmethod
-    def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> PgIndex:
-        """Each machine's roots are its own; the index reads no file."""
-        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds, kinds)
+    def configured(cls, settings: Settings, boosts: Boosts, texts: Texts) -> PgIndex:
+        """Each machine's roots are its own; the index keeps the text and reads no
+        file (``texts`` unused)."""
+        return cls(settings.dsn, settings.machine, settings.pg_timeout_seconds, boosts)
 
     def __init__(
         self,
         dsn: str,
         machine: str,
         timeout: float = WRITE_SECONDS,
-        kinds: Classifier | None = None,
+        boosts: Boosts = (),
     ) -> None:
         self.machine = machine
-        self.kinds = kinds or Classifier()
-        """Each file's kind, from its root's rules and its path."""
+        self.boosts = boosts
+        """Each kind's factor on its documents' scores."""
         self.recovered = ""
         self.rebuilding = ""
         """Never: a shared index changes schema by its owner's ``migrate``."""
@@ -226,8 +231,8 @@ class PgIndex:
         if not updates and not deletes:
             return
         conn = self._conn()
-        latest = {seen.path: (seen, given) for seen, given in updates}
-        self._claimed |= {seen.root for seen, _ in latest.values()}
+        latest = {update.seen.path: update for update in updates}
+        self._claimed |= {update.seen.root for update in latest.values()}
         now = time.time()
         with conn.transaction():
             self._lease.renew(conn)  # and the schema's version: else nothing is written
@@ -242,13 +247,14 @@ class PgIndex:
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
             files: list[tuple[object, ...]] = []
             texts: dict[str, Document] = {}
-            for path, (seen, given) in latest.items():
-                doc, values = recorded((seen, given))
+            for path, update in latest.items():
+                doc, values = recorded(update)
                 if doc is not None:
                     texts[path] = doc
+                seen = update.seen
                 signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
-                kind = self.kinds.of(seen.root, seen.relpath)
-                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, kind))
+                row = (path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, update.kind)
+                files.append(row)
             ids = self._upsert_files(conn, files, now)
             self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
         self._writes += 1
@@ -283,10 +289,10 @@ class PgIndex:
     def _insert_docs(self, conn: Connection, docs: list[tuple[int, Document]]) -> None:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
-        for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
+        for chunk in statements(docs, lambda item: len(item[1].row[2])):
             writes.insert(conn, chunk)
 
-    def move(self, old: str, new: str, new_root: str) -> int:
+    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
         if old == new:
             return 0
         conn = self._conn()
@@ -315,7 +321,7 @@ class PgIndex:
                     moving,
                     paths,
                     [p[start:] for p in paths],
-                    [self.kinds.of(new_root, p[start:]) for p in paths],
+                    [renamer.kind(new_root, p[start:]) for p in paths],
                 ),
             )
             # The path is part of a document's words (ranked, and derived words): they
@@ -326,9 +332,7 @@ class PgIndex:
                 (moving,),
             ).fetchall()
             conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
-            self._insert_docs(
-                conn, [(i, documents.prepare(r, _stored(t, b, e))) for i, r, t, b, e in docs]
-            )
+            self._insert_docs(conn, [(i, renamer.restored(r, t, b, e)) for i, r, t, b, e in docs])
         self._writes += 1
         return len(rows)
 
@@ -395,12 +399,9 @@ class PgIndex:
             log.info("the shared index can be reached again")
             return
 
-    def search(self, plan: Plan) -> SearchResult:
-        return self._read(reads.search_result, plan, self._stats(), self.kinds.boosts)
-
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, plan, True, corpus, self.kinds.boosts)
+        rows, total, mode = self._read(reads.search, plan, True, corpus, self.boosts)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:
@@ -482,11 +483,6 @@ class PgIndex:
 
     def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
         return self._read(links.links, self.machine, path, direction)
-
-
-def _stored(title: str, body: str, encoding: str | None) -> Loaded:
-    """A stored document's text as if loaded again (``move``: the file is not read)."""
-    return Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
 
 
 def _where(dsn: str) -> str:

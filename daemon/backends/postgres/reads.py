@@ -18,7 +18,7 @@ import psycopg
 from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.backends.postgres.filters import condition as filters_condition
-from kbindex.daemon.index.interface import TooSlow
+from kbindex.daemon.index.interface import BadQuery, TooSlow
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
     PENDING_PATHS,
@@ -27,15 +27,11 @@ from kbindex.daemon.index.values import (
     Counts,
     File,
     FileState,
-    Hit,
     Indexed,
     Listing,
     Query,
     Record,
-    SearchResult,
 )
-from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import BadQuery
 
 K1: Final = 1.2
 B: Final = 0.75
@@ -256,17 +252,6 @@ def _phrases(pieces: tuple[int, ...], only: bool) -> str:
         )"""
 
 
-def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
-    found = []
-    for _id, path, root, relpath, size, mtime_ns, machine, title, body, score in rows:
-        snippet, line = passages.shown(body, needles)
-        found.append(
-            Hit(path, root, relpath, size, mtime_ns, title, round(score, 4), snippet, line,
-                machine=machine)
-        )  # fmt: skip
-    return found
-
-
 def _boost(boosts: Boosts) -> str:
     """The factor of a document's kind (``kinds.Classifier.boosts``; ``kf`` its files
     row), as in SQLite's ranking."""
@@ -279,11 +264,6 @@ def _boost(boosts: Boosts) -> str:
 
 def _kind_join(boosts: Boosts) -> str:
     return " JOIN kb_files kf ON kf.id = m.id" if boosts else ""
-
-
-def search_result(conn: Connection, plan: Plan, corpus: Stats, boosts: Boosts = ()) -> SearchResult:
-    rows, total, mode = search(conn, plan, False, corpus, boosts)
-    return SearchResult(hits(rows, plan.needles), total, mode)
 
 
 def files(

@@ -9,8 +9,7 @@ of ``fields`` by its ``(source, key, value)`` or ``(source, key, number)`` index
 from __future__ import annotations
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
-from kbindex.daemon.index.plan import DateRange, Filters
-from kbindex.daemon.indexing.frontmatter import DATE_KEYS
+from kbindex.daemon.index.plan import DATE_KEYS, DateRange, Filters
 
 _NS = 1_000_000_000
 

@@ -42,9 +42,10 @@ from kbindex.daemon.backends.sqlite.database import (
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.readers import Readers
 from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, sqlite, transaction
-from kbindex.daemon.index.interface import Maintenance, Opened
+from kbindex.daemon.index.interface import Maintenance, Opened, Renamer, Texts
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
+    Boosts,
     Document,
     SkipReason,
     Stamp,
@@ -52,11 +53,6 @@ from kbindex.daemon.index.values import (
     Update,
     recorded,
 )
-from kbindex.daemon.indexing import structure
-from kbindex.daemon.indexing.documents import row_and_words
-from kbindex.daemon.indexing.kinds import Classifier
-from kbindex.daemon.indexing.textfile import current_text, extract_title
-from kbindex.daemon.roots import Roots
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +71,13 @@ def _under(prefix: str) -> tuple[str, str, str]:
 
 
 class Store:
-    def __init__(self, db_path: Path, roots: Roots, kinds: Classifier | None = None) -> None:
+    def __init__(self, db_path: Path, texts: Texts | None = None, boosts: Boosts = ()) -> None:
         self.db_path = db_path
-        self.roots = roots
-        """The daemon's roots: the only place a file is read from for what the index
-        holds of it (``Roots.inside``), whatever its rows say."""
-        self.kinds = kinds or Classifier()
-        """Each file's kind, from its root's rules and its path."""
+        self.texts = texts or _unread
+        """How an indexed file's text is read (the index keeps no copy): by the layer
+        that reads files for clients, which checks the roots."""
+        self.boosts = boosts
+        """Each kind's factor on its documents' scores."""
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
         self._writing_to = db_path
@@ -365,7 +361,7 @@ class Store:
             stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*cap, *_under(prefix))))
         return stamps
 
-    def move(self, old: str, new: str, new_root: str) -> int:
+    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
         (in ``new_root``), in one transaction; rows already at the destination are
         replaced. Returns how many files moved.
@@ -391,7 +387,7 @@ class Store:
                 conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
                 start = len(new_root) + 1
                 moved = {file_id: new + path[len(old) :] for file_id, path in rows}
-                kind = self.kinds.of
+                kind = renamer.kind
                 conn.execute(
                     "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
                     " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
@@ -408,7 +404,7 @@ class Store:
                 ).fetchall()
                 for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
                     chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
-                    self._rename(conn, chunk, moved, new_root)
+                    self._rename(conn, chunk, moved, new_root, renamer)
                 self.unmerged += len(rows)
         return len(rows)
 
@@ -418,6 +414,7 @@ class Store:
         indexed: list[tuple[int, int]],
         moved: dict[int, str],
         new_root: str,
+        renamer: Renamer,
     ) -> None:
         """Index the moved documents ``indexed`` (id, size) again under their new paths
         (``moved``, in ``new_root``). The FTS name column holds the path relative to the
@@ -430,15 +427,13 @@ class Store:
         renamed, unread = [], []
         found: list[tuple[int, Structure]] = []
         for rowid, size in indexed:
-            text = current_text(moved[rowid], self.roots.inside, size)
-            if text is None:
+            again = renamer.read(moved[rowid], moved[rowid][start:], size)
+            if again is None:
                 unread.append(rowid)
                 continue
-            relpath = moved[rowid][start:]
-            row, words = row_and_words(relpath, extract_title(text, moved[rowid]), text)
-            renamed.append(documents.Entry(rowid, row, words, None))
-            # Relative links mean other files from the new folder: read them again.
-            found.append((rowid, structure.of(relpath, text)))
+            renamed.append(documents.Entry(rowid, again.row, again.exact, None))
+            # Relative links mean other files from the new folder: read again too.
+            found.append((rowid, again.structure))
         documents.remove(conn, [e.rowid for e in renamed], keep_grams=True)
         documents.insert(conn, renamed)
         fields.remove(conn, [e.rowid for e in renamed])
@@ -466,7 +461,7 @@ class Store:
         batch (see ``documents``: per-row statements wait on the GIL)."""
         conn = self.writer
         now = time.time()
-        latest = {seen.path: (seen, given) for seen, given in updates}  # a path once
+        latest = {update.seen.path: update for update in updates}  # a path once
         with self._transaction():
             known: dict[str, int] = dict(
                 conn.execute(
@@ -480,14 +475,14 @@ class Store:
             fresh: list[tuple[object, ...]] = []
             rewritten: list[tuple[object, ...]] = []
             docs: dict[str, Document] = {}
-            for path, (seen, given) in latest.items():
-                doc, recorded_values = recorded((seen, given))
+            for path, update in latest.items():
+                doc, recorded_values = recorded(update)
                 if doc is not None:
                     docs[path] = doc
                 # ctime, inode and device as the scan saw them: a change after the scan
                 # leaves them behind the file, so the next scan reads it again.
-                kind = self.kinds.of(seen.root, seen.relpath)
-                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, kind)
+                seen = update.seen
+                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, update.kind)
                 if path in known:
                     rewritten.append((known[path], *values))
                 else:
@@ -520,3 +515,7 @@ class Store:
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
+
+
+def _unread(path: str, indexed_size: int) -> None:
+    """No file is read (an index with no ``Texts``: its hits show no text)."""
