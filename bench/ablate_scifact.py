@@ -40,7 +40,7 @@ from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import TOKENIZER, sqlite
 from kbindex.daemon.index import tokens
-from kbindex.daemon.index.values import Update
+from kbindex.daemon.index.values import Batch, Update
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.indexer import BATCH_FILES
@@ -81,10 +81,10 @@ def index_with_store(root: Path, db_path: Path) -> float:
             loaded = prepare(seen.relpath, loaded)
         batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
         if len(batch) >= BATCH_FILES:
-            store.apply(batch, [])
+            store.apply(Batch(batch))
             batch = []
     if batch:
-        store.apply(batch, [])
+        store.apply(Batch(batch))
     seconds = time.perf_counter() - started
     store.close()
     return seconds

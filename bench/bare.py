@@ -127,7 +127,7 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     """Stage store: the daemon's Store.apply, batch by batch, in this thread."""
     from kbindex.daemon.backends.sqlite.store import Store
     from kbindex.daemon.index import tokens
-    from kbindex.daemon.index.values import Update
+    from kbindex.daemon.index.values import Batch, Update
     from kbindex.daemon.indexing import textfile
     from kbindex.daemon.indexing.documents import prepare
     from kbindex.daemon.indexing.indexer import BATCH_FILES
@@ -169,10 +169,10 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
                 loaded = prepare(seen.relpath, loaded)
             batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
             if len(batch) >= BATCH_FILES:
-                store.apply(batch, [])
+                store.apply(Batch(batch))
                 batch = []
         if batch:
-            store.apply(batch, [])
+            store.apply(Batch(batch))
     finally:
         for name, fn in originals.items():
             setattr(tokens, name, fn)

@@ -23,7 +23,7 @@ from typing import Any
 
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.index.plan import NO_FILTERS, DateRange, Filters
-from kbindex.daemon.index.values import Update
+from kbindex.daemon.index.values import Batch, Update
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.kinds import Classifier
@@ -65,10 +65,10 @@ def _index(roots: list[Path], db: Path) -> SqliteIndex:
                     loaded = prepare(seen.relpath, loaded)
                 batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
                 if len(batch) >= 1000:
-                    idx.apply(batch, [])
+                    idx.apply(Batch(batch))
                     batch = []
         if batch:
-            idx.apply(batch, [])
+            idx.apply(Batch(batch))
     return idx
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
-from kbindex.daemon.index.values import Update
+from kbindex.daemon.index.values import Batch, Update
 from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.kinds import DEFAULT_BOOSTS, Classifier
@@ -150,10 +150,10 @@ def index(root: Path, db: Path, boosts: dict[str, float]) -> SqliteIndex:
                 loaded = prepare(seen.relpath, loaded)
             batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
             if len(batch) >= 500:
-                idx.apply(batch, [])
+                idx.apply(Batch(batch))
                 batch = []
     if batch:
-        idx.apply(batch, [])
+        idx.apply(Batch(batch))
     return idx
 
 

@@ -148,7 +148,7 @@ async def _serve(
         root_options=[settings.options_for(r) for r in roots.paths],
     )
     changes = Changes()
-    health = Health(depth=changes.depth, rebuilding=lambda: index.rebuilding)
+    health = Health(depth=changes.depth, rebuilding=lambda: index.describe().rebuilding)
     commits = Commits()
     recovery = Recovery(health)
     indexer = Indexer(

@@ -19,6 +19,7 @@ import pytest
 from conftest import Backend, MakeDaemon, Store, note, reading, write
 from grep_helpers import needs_rg
 from kbindex.daemon.engine import sqlite
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import Grep, GrepReply
@@ -124,7 +125,7 @@ def test_passages_to_embed_are_read_from_the_roots_only(tmp_path: Path) -> None:
     store = Store(tmp_path / "index.sqlite3", reading(root))
     store.open()
     try:
-        store.apply([note("a.md", f"{WORD} inside\n", root), note("b.md", WORD, root)], [])
+        store.apply(Batch([note("a.md", f"{WORD} inside\n", root), note("b.md", WORD, root)]))
         with store.reader() as conn:
             ids = dict(conn.execute("SELECT path, id FROM files").fetchall())
         store.writer.execute(

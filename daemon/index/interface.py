@@ -20,6 +20,7 @@ from typing import Literal, Protocol
 
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, Plan
 from kbindex.daemon.index.values import (
+    Batch,
     Candidates,
     Checked,
     Described,
@@ -32,7 +33,6 @@ from kbindex.daemon.index.values import (
     Renamed,
     Stamp,
     Stats,
-    Update,
     Words,
 )
 
@@ -107,26 +107,14 @@ class Index(Protocol):
     """What the daemon needs of an index. The write side is called from one thread at a
     time (the indexer's writer); the read side from any number of reader threads."""
 
-    recovered: str
-    """Why the index was found damaged and where it was kept, if it was ("" otherwise)."""
-
-    @property
-    def rebuilding(self) -> str:
-        """Why the index is being rebuilt from the files, until it is ready ("" then):
-        answers come from the old index as it was, or from the new one as it fills."""
-        ...
-
-    @property
-    def generation(self) -> int:
-        """Bumped when reads move to another file (``rebuild``, ``built``): a read of an
-        older file says nothing of the new one."""
-        ...
-
     def failure(self, exc: BaseException) -> Failure | None:
         """What an exception raised by this index means (None: not the index's)."""
         ...
 
-    def describe(self) -> Described: ...
+    def describe(self) -> Described:
+        """The backend, where it is, and its condition (recovered, rebuilding, the
+        generation of the file reads see)."""
+        ...
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -161,13 +149,8 @@ class Index(Protocol):
         matches no file and the file is read again."""
         ...
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        """Write one batch, all or nothing."""
-        ...
-
-    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
-        """Re-key the file ``old``, or every file under it, to ``new``, their rows made
-        again by ``renamer``; returns how many."""
+    def apply(self, batch: Batch) -> int:
+        """Write one batch, all or nothing; returns how many files it moved."""
         ...
 
     def forget(self, root: str) -> int:

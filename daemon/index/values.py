@@ -9,9 +9,12 @@ imports nothing of the daemon, so every layer and every backend may use it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from kbindex.daemon.index.interface import Renamer
 
 T = TypeVar("T")
 
@@ -163,6 +166,26 @@ class Update(NamedTuple):
     kind: str
 
 
+class Move(NamedTuple):
+    """The file ``old``, or every file under it, re-keyed to ``new`` in ``root``."""
+
+    old: str
+    new: str
+    root: str
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What ``Index.apply`` writes in one transaction: files moved (their rows made
+    again by ``renamer``, which a batch with moves has), files read (written as given),
+    and files gone."""
+
+    updates: Sequence[Update] = ()
+    deletes: Sequence[str] = ()
+    moves: Sequence[Move] = ()
+    renamer: Renamer | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Renamed:
     """A moved document's column values and structure under its new name, for an index
@@ -312,13 +335,21 @@ class Checked:
 
 
 class Described(NamedTuple):
-    """What status says of the backend."""
+    """What status says of the backend, and its condition."""
 
     name: str
     server: str
     """The database engine and where it is, never credentials."""
     machine: str = ""
     """This daemon's machine name, in an index several machines share."""
+    recovered: str = ""
+    """Why the index was found damaged and where it was kept, if it was ("" otherwise)."""
+    rebuilding: str = ""
+    """Why the index is being rebuilt from the files, until it is ready ("" then):
+    answers come from the old index as it was, or from the new one as it fills."""
+    generation: int = 0
+    """Bumped when reads move to another file (a rebuild, or the rebuilt index taking
+    over): a read of an older file says nothing of the new one."""
 
 
 # ---------------------------------------------------------------- what a caller asks with

@@ -38,7 +38,7 @@ from kbindex.daemon.health import (
 )
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index
-from kbindex.daemon.index.values import Update
+from kbindex.daemon.index.values import Batch, Move, Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.kinds import Classifier
@@ -182,7 +182,7 @@ class Indexer:
             if scope is None:
                 # Every root scanned into it: an index being rebuilt is complete (before
                 # the scan counts as done: the new index answers once it does).
-                if self.index.rebuilding:
+                if self.index.describe().rebuilding:
                     await self._commit(self.index.built)
                 self.health.record(Scanned(outcome.seconds))
             # Event-driven refreshes (every saved file) log at debug, full scans at info.
@@ -236,7 +236,7 @@ class Indexer:
         if on_progress is not None:
             await on_progress(progress)
         if removed:
-            await self._commit(self.index.apply, [], removed)
+            await self._commit(self.index.apply, Batch(deletes=removed))
         # After the removals: a root that status calls missing holds no files.
         for target, result, count in zip(targets, results, listed, strict=True):
             if target.path == target.root:
@@ -282,7 +282,7 @@ class Indexer:
     def _apply(self, updates: list[Update], vanished: list[str]) -> None:
         """Write a batch, then drop it (the lists are emptied: its texts and columns
         are freed here, not when the next batch arrives) and trim the heap."""
-        self._announced(self.index.apply, updates, vanished)
+        self._announced(self.index.apply, Batch(updates, vanished))
         updates.clear()
         vanished.clear()
         heap.trim()
@@ -317,10 +317,9 @@ class Indexer:
     async def move(self, src: Located, dest: Located) -> int:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
+            move = Move(str(src.path), str(dest.path), str(dest.root))
             renaming = documents.Renaming(self.kinds, self.roots.inside)
-            moved = await self._commit(
-                self.index.move, str(src.path), str(dest.path), str(dest.root), renaming
-            )
+            moved = await self._commit(self.index.apply, Batch(moves=[move], renamer=renaming))
             self._writable()
             self.health.record(Counted(moved=moved))
             return moved

@@ -165,7 +165,7 @@ class Service:
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, a read of the index, in a reader thread."""
-        generation = self.index.generation
+        generation = self.index.describe().generation
         try:
             # The loop's own executor hands the call to a thread at once, where anyio's
             # to_thread passes through the event loop twice first (a visible share of a
@@ -176,7 +176,10 @@ class Service:
             )
         except Exception as exc:
             # A read of the index a rebuild just replaced says nothing about the new one.
-            if self.index.failure(exc) == "damaged" and generation == self.index.generation:
+            if (
+                self.index.failure(exc) == "damaged"
+                and generation == self.index.describe().generation
+            ):
                 self.recovery.damaged(str(exc))
             raise
 
@@ -271,7 +274,7 @@ class Service:
         # The documents' extraction cache counts in the index's size (issue 40).
         extracted = await anyio.to_thread.run_sync(textfile.extracted_bytes)
         counts, size_bytes = stats.counts, stats.size_bytes + extracted
-        health = self.health
+        health, described = self.health, self.index.describe()
         return StatusReply(
             version=VERSION,
             pid=os.getpid(),
@@ -289,8 +292,8 @@ class Service:
             roots=self._root_statuses(counts.per_root),
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
-            index_recovered=self.index.recovered,
-            index_rebuilding=self.index.rebuilding,
+            index_recovered=described.recovered,
+            index_rebuilding=described.rebuilding,
             index_error=self.health.index_error,
             config_error=self.control.config_error,
             watch=health.watch_state(),
@@ -300,7 +303,7 @@ class Service:
             files_read=health.files_read,
             files_moved=health.files_moved,
             semantic=await self._read(self.meaning.status),
-            backend=replies.backend(self.index.describe(), counts),
+            backend=replies.backend(described, counts),
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:

@@ -48,6 +48,7 @@ from kbindex.daemon.index.interface import (
 )
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
+    Batch,
     Candidates,
     Checked,
     Counts,
@@ -56,6 +57,7 @@ from kbindex.daemon.index.values import (
     FileState,
     Linked,
     Listing,
+    Move,
     Query,
     Record,
     SkipReason,
@@ -142,7 +144,8 @@ class PgIndex:
 
     def describe(self) -> Described:
         version = f"PostgreSQL {self.server}" if self.server else "PostgreSQL (not reached yet)"
-        return Described("postgres", f"{version} at {self._where}", self.machine)
+        where = f"{version} at {self._where}"
+        return Described("postgres", where, self.machine, self.recovered)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -227,37 +230,44 @@ class PgIndex:
             for path, size, mtime, ctime, ino, dev in rows
         }
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        if not updates and not deletes:
-            return
+    def apply(self, batch: Batch) -> int:
+        moves = [move for move in batch.moves if move.old != move.new]
+        if not batch.updates and not batch.deletes and not moves:
+            return 0
         conn = self._conn()
+        with conn.transaction():
+            self._lease.renew(conn)  # and the schema's version: else nothing is written
+            moved = sum(self._move(conn, move, batch.renamer) for move in moves)
+            if batch.updates or batch.deletes:
+                self._write(conn, batch.updates, batch.deletes)
+        self._writes += 1
+        return moved
+
+    def _write(self, conn: Connection, updates: Sequence[Update], deletes: Sequence[str]) -> None:
         latest = {update.seen.path: update for update in updates}
         self._claimed |= {update.seen.root for update in latest.values()}
         now = time.time()
-        with conn.transaction():
-            self._lease.renew(conn)  # and the schema's version: else nothing is written
-            known = dict(
-                conn.execute(
-                    "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
-                    (self.machine, [*deletes, *latest]),
-                ).fetchall()
-            )
-            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
-            conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
-            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
-            files: list[tuple[object, ...]] = []
-            texts: dict[str, Document] = {}
-            for path, update in latest.items():
-                doc, values = recorded(update)
-                if doc is not None:
-                    texts[path] = doc
-                seen = update.seen
-                signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
-                row = (path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, update.kind)
-                files.append(row)
-            ids = self._upsert_files(conn, files, now)
-            self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
-        self._writes += 1
+        known = dict(
+            conn.execute(
+                "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
+                (self.machine, [*deletes, *latest]),
+            ).fetchall()
+        )
+        gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+        conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
+        conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
+        files: list[tuple[object, ...]] = []
+        texts: dict[str, Document] = {}
+        for path, update in latest.items():
+            doc, values = recorded(update)
+            if doc is not None:
+                texts[path] = doc
+            seen = update.seen
+            signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
+            row = (path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, update.kind)
+            files.append(row)
+        ids = self._upsert_files(conn, files, now)
+        self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
 
     def _upsert_files(
         self, conn: Connection, files: list[tuple[object, ...]], now: float
@@ -292,48 +302,44 @@ class PgIndex:
         for chunk in statements(docs, lambda item: len(item[1].row[2])):
             writes.insert(conn, chunk)
 
-    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
-        if old == new:
-            return 0
-        conn = self._conn()
+    def _move(self, conn: Connection, move: Move, renamer: Renamer | None) -> int:
+        old, new, new_root = move
+        assert renamer is not None, "a batch with moves has a renamer"
         self._claimed.add(new_root)
         under = "machine = %s AND (path = %s OR starts_with(path, %s))"
-        with conn.transaction():
-            self._lease.renew(conn)
-            rows = conn.execute(
-                f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
-            ).fetchall()
-            if not rows:
-                return 0
-            moving = [file_id for file_id, _ in rows]
-            conn.execute(
-                f"DELETE FROM kb_files WHERE {under} AND NOT id = ANY(%s)",
-                (self.machine, new, new + "/", moving),
-            )
-            start = len(new_root) + 1
-            paths = [new + path[len(old) :] for _, path in rows]
-            conn.execute(
-                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
-                " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
-                " AS u(id, path, relpath, kind) WHERE f.id = u.id",
-                (
-                    new_root,
-                    moving,
-                    paths,
-                    [p[start:] for p in paths],
-                    [renamer.kind(new_root, p[start:]) for p in paths],
-                ),
-            )
-            # The path is part of a document's words (ranked, and derived words): they
-            # are made again from the stored text, never from the file.
-            docs = conn.execute(
-                "SELECT d.id, f.relpath, d.title, d.body, f.encoding FROM kb_docs d"
-                " JOIN kb_files f ON f.id = d.id WHERE d.id = ANY(%s)",
-                (moving,),
-            ).fetchall()
-            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
-            self._insert_docs(conn, [(i, renamer.restored(r, t, b, e)) for i, r, t, b, e in docs])
-        self._writes += 1
+        rows = conn.execute(
+            f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
+        ).fetchall()
+        if not rows:
+            return 0
+        moving = [file_id for file_id, _ in rows]
+        conn.execute(
+            f"DELETE FROM kb_files WHERE {under} AND NOT id = ANY(%s)",
+            (self.machine, new, new + "/", moving),
+        )
+        start = len(new_root) + 1
+        paths = [new + path[len(old) :] for _, path in rows]
+        conn.execute(
+            "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
+            " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
+            " AS u(id, path, relpath, kind) WHERE f.id = u.id",
+            (
+                new_root,
+                moving,
+                paths,
+                [p[start:] for p in paths],
+                [renamer.kind(new_root, p[start:]) for p in paths],
+            ),
+        )
+        # The path is part of a document's words (ranked, and derived words): they
+        # are made again from the stored text, never from the file.
+        docs = conn.execute(
+            "SELECT d.id, f.relpath, d.title, d.body, f.encoding FROM kb_docs d"
+            " JOIN kb_files f ON f.id = d.id WHERE d.id = ANY(%s)",
+            (moving,),
+        ).fetchall()
+        conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
+        self._insert_docs(conn, [(i, renamer.restored(r, t, b, e)) for i, r, t, b, e in docs])
         return len(rows)
 
     def forget(self, root: str) -> int:

@@ -56,7 +56,8 @@ class SqliteIndex(Store):
         """Nothing to take: the index file is this daemon's alone (``Instance``)."""
 
     def describe(self) -> Described:
-        return Described("sqlite", f"SQLite {sqlite.sqlite_version} at {self.db_path}")
+        where = f"SQLite {sqlite.sqlite_version} at {self.db_path}"
+        return Described("sqlite", where, "", self.recovered, self.rebuilding, self.generation)
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:

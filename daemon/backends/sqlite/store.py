@@ -45,8 +45,10 @@ from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, sqlite, t
 from kbindex.daemon.index.interface import Maintenance, Opened, Renamer, Texts
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
+    Batch,
     Boosts,
     Document,
+    Move,
     SkipReason,
     Stamp,
     Structure,
@@ -361,10 +363,10 @@ class Store:
             stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*cap, *_under(prefix))))
         return stamps
 
-    def move(self, old: str, new: str, new_root: str, renamer: Renamer) -> int:
+    def _move(self, conn: sqlite.Connection, move: Move, renamer: Renamer | None) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
-        (in ``new_root``), in one transaction; rows already at the destination are
-        replaced. Returns how many files moved.
+        (in ``new_root``); rows already at the destination are replaced. Returns how
+        many files moved.
 
         Each file keeps its id and ``indexed_at``, so what search by meaning computed of
         it stays, and searches never see it missing. Its words are indexed again under
@@ -372,40 +374,36 @@ class Store:
         (A file edited along the way no longer matches its recorded stamp, so the next
         scan reads it again: a move never loses an edit made with it.)
         """
+        old, new, new_root = move
         if old == new:
             return 0
-        conn = self.writer
-        with self._transaction():
-            rows = conn.execute(
-                f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
+        assert renamer is not None, "a batch with moves has a renamer"
+        rows = conn.execute(f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)).fetchall()
+        if rows:
+            moving = {file_id for file_id, _ in rows}
+            there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
+            replaced = [i for (i,) in there.fetchall() if i not in moving]
+            self._drop(conn, replaced)
+            conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
+            start = len(new_root) + 1
+            moved = {file_id: new + path[len(old) :] for file_id, path in rows}
+            kind = renamer.kind
+            conn.execute(
+                "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
+                " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                (
+                    new_root,
+                    as_json((i, p, p[start:], kind(new_root, p[start:])) for i, p in moved.items()),
+                ),
+            )
+            indexed = conn.execute(
+                f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
+                (as_json(moved),),
             ).fetchall()
-            if rows:
-                moving = {file_id for file_id, _ in rows}
-                there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
-                replaced = [i for (i,) in there.fetchall() if i not in moving]
-                self._drop(conn, replaced)
-                conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
-                start = len(new_root) + 1
-                moved = {file_id: new + path[len(old) :] for file_id, path in rows}
-                kind = renamer.kind
-                conn.execute(
-                    "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
-                    " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
-                    (
-                        new_root,
-                        as_json(
-                            (i, p, p[start:], kind(new_root, p[start:])) for i, p in moved.items()
-                        ),
-                    ),
-                )
-                indexed = conn.execute(
-                    f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
-                    (as_json(moved),),
-                ).fetchall()
-                for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
-                    chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
-                    self._rename(conn, chunk, moved, new_root, renamer)
-                self.unmerged += len(rows)
+            for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
+                chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
+                self._rename(conn, chunk, moved, new_root, renamer)
+            self.unmerged += len(rows)
         return len(rows)
 
     def _rename(
@@ -455,63 +453,71 @@ class Store:
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
         return int(removed)
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        """Write one batch in one transaction: first the files rows and the removal of
-        old documents, then the new documents. Each step is one statement for the whole
-        batch (see ``documents``: per-row statements wait on the GIL)."""
+    def apply(self, batch: Batch) -> int:
+        """Write one batch in one transaction: its moves, then the files rows and the
+        removal of old documents, then the new documents. Each step is one statement for
+        the whole batch (see ``documents``: per-row statements wait on the GIL)."""
         conn = self.writer
+        with self._transaction():
+            moved = sum(self._move(conn, move, batch.renamer) for move in batch.moves)
+            if batch.updates or batch.deletes:
+                self._write(conn, batch.updates, batch.deletes)
+        return moved
+
+    def _write(
+        self, conn: sqlite.Connection, updates: Sequence[Update], deletes: Sequence[str]
+    ) -> None:
         now = time.time()
         latest = {update.seen.path: update for update in updates}  # a path once
-        with self._transaction():
-            known: dict[str, int] = dict(
-                conn.execute(
-                    f"SELECT path, id FROM files WHERE path IN {IN_JSON}",
-                    (as_json([*deletes, *latest]),),
-                )
+        known: dict[str, int] = dict(
+            conn.execute(
+                f"SELECT path, id FROM files WHERE path IN {IN_JSON}",
+                (as_json([*deletes, *latest]),),
             )
-            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
-            self._drop(conn, [*gone, *(known[p] for p in latest if p in known)])
-            conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
-            fresh: list[tuple[object, ...]] = []
-            rewritten: list[tuple[object, ...]] = []
-            docs: dict[str, Document] = {}
-            for path, update in latest.items():
-                doc, recorded_values = recorded(update)
-                if doc is not None:
-                    docs[path] = doc
-                # ctime, inode and device as the scan saw them: a change after the scan
-                # leaves them behind the file, so the next scan reads it again.
-                seen = update.seen
-                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, update.kind)
-                if path in known:
-                    rewritten.append((known[path], *values))
-                else:
-                    fresh.append((path, seen.root, seen.relpath, *values))
-            if rewritten:
-                conn.execute(
-                    "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
-                    " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
-                    " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8,"
-                    " kind = j.value->>9 FROM json_each(?) AS j WHERE files.id = j.value->>0",
-                    (now, as_json(rewritten)),
-                )
-            ids = dict(known)
-            if fresh:
-                ids.update(
-                    (path, file_id)
-                    for file_id, path in conn.execute(
-                        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
-                        " encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
-                        " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
-                        " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,"
-                        " value->>11"
-                        " FROM json_each(?) RETURNING id, path",
-                        (now, as_json(fresh)),
-                    ).fetchall()
-                )
-            documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
-            fields.write(conn, [(ids[p], doc.structure) for p, doc in docs.items()])
-            self.unmerged += len(docs)
+        )
+        gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+        self._drop(conn, [*gone, *(known[p] for p in latest if p in known)])
+        conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
+        fresh: list[tuple[object, ...]] = []
+        rewritten: list[tuple[object, ...]] = []
+        docs: dict[str, Document] = {}
+        for path, update in latest.items():
+            doc, recorded_values = recorded(update)
+            if doc is not None:
+                docs[path] = doc
+            # ctime, inode and device as the scan saw them: a change after the scan
+            # leaves them behind the file, so the next scan reads it again.
+            seen = update.seen
+            values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, update.kind)
+            if path in known:
+                rewritten.append((known[path], *values))
+            else:
+                fresh.append((path, seen.root, seen.relpath, *values))
+        if rewritten:
+            conn.execute(
+                "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
+                " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
+                " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8,"
+                " kind = j.value->>9 FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                (now, as_json(rewritten)),
+            )
+        ids = dict(known)
+        if fresh:
+            ids.update(
+                (path, file_id)
+                for file_id, path in conn.execute(
+                    "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
+                    " encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
+                    " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
+                    " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,"
+                    " value->>11"
+                    " FROM json_each(?) RETURNING id, path",
+                    (now, as_json(fresh)),
+                ).fetchall()
+            )
+        documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
+        fields.write(conn, [(ids[p], doc.structure) for p, doc in docs.items()])
+        self.unmerged += len(docs)
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
