@@ -37,7 +37,6 @@ from kbindex.daemon.extracting.workers import Limits
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, IndexRefused
-from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.kinds import Classifier
@@ -85,7 +84,11 @@ async def run(
     roots = Roots(settings.roots)
     kinds = _kinds(settings)
     with ExitStack() as stack:
-        index = _index(settings, kinds, Texts(roots))
+        extractor = _extractor(settings)
+        if extractor is not None:
+            stack.callback(extractor.close)
+        texts = Texts(roots, extractor)
+        index = _index(settings, kinds, texts)
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -98,16 +101,10 @@ async def run(
                 f" ({exc.filename}); fix its permissions or choose another with --state-dir"
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
-        extractor = _extractor(settings)
-        textfile.read_documents(extractor)
-        if extractor is not None:
-            stack.callback(extractor.close)
         try:
             if opened.state != "ready":
                 notifier.status(f"rebuilding the index: {opened.reason}")
-            await _serve(
-                settings, roots, index, kinds, readers, notifier, inherited, reread, extractor
-            )
+            await _serve(settings, roots, index, kinds, readers, notifier, inherited, reread, texts)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -138,7 +135,7 @@ async def _serve(
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
-    extractor: Extractor | None,
+    texts: Texts,
 ) -> None:
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
@@ -160,6 +157,7 @@ async def _serve(
         commits=commits,
         on_damage=recovery.damaged,
         kinds=kinds,
+        documents=texts.documents,
     )
     watcher = Watcher(
         [(str(r), settings.watch_mode(r)) for r in roots.paths],
@@ -182,6 +180,7 @@ async def _serve(
             tg,
             recovery,
             readers=readers,
+            texts=texts,
             changes=changes,
             meaning=meaning,
         )
@@ -206,7 +205,7 @@ async def _serve(
         log.info("%s", describe_roots(settings))
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
-        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, extractor))
+        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, texts.documents))
         tg.start_soon(_reloads, control)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)

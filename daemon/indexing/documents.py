@@ -10,11 +10,15 @@ backend a ``Document``; no SQL here, each backend writes documents its own way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kbindex.daemon.index import tokens
 from kbindex.daemon.index.values import NUL_MARK, Document, Loaded, Renamed, Row
 from kbindex.daemon.indexing import grams, structure, textfile
 from kbindex.daemon.indexing.kinds import Classifier
+
+if TYPE_CHECKING:
+    from kbindex.daemon.extracting.extractor import Extractor
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
@@ -53,16 +57,18 @@ def _exact(found: dict[bytes, None], subwords: str, grams: str) -> str:
 class Renaming:
     """A moved file's rows made again under its new name (``index.Renamer``): its kind
     from its new path, its document read again from the file within the roots
-    (``within``), or made again from the text a shared index keeps."""
+    (``within``; a document's text from the cache of ``documents``), or made again from
+    the text a shared index keeps."""
 
     kinds: Classifier
     within: textfile.Within
+    documents: Extractor | None = None
 
     def kind(self, root: str, relpath: str) -> str:
         return self.kinds.of(root, relpath)
 
     def read(self, path: str, relpath: str, size: int) -> Renamed | None:
-        text = textfile.current_text(path, self.within, size)
+        text = textfile.current_text(path, self.within, size, self.documents)
         if text is None:
             return None
         row, exact = row_and_words(relpath, textfile.extract_title(text, path), text)

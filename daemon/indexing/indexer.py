@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -44,6 +44,9 @@ from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk
 from kbindex.daemon.roots import Located, Roots
+
+if TYPE_CHECKING:
+    from kbindex.daemon.extracting.extractor import Extractor
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ class Indexer:
         commits: Commits | None = None,
         on_damage: Callable[[str], None] | None = None,
         kinds: Classifier | None = None,
+        documents: Extractor | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
@@ -98,6 +102,8 @@ class Indexer:
         """Called when a write finds the database damaged (the recovery's)."""
         self.kinds = kinds or Classifier()
         """Each file's kind, from its root's rules and its path."""
+        self.documents = documents
+        """The documents' reader (None: documents are skipped as binary)."""
 
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
         try:
@@ -318,7 +324,7 @@ class Indexer:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
             move = Move(str(src.path), str(dest.path), str(dest.root))
-            renaming = documents.Renaming(self.kinds, self.roots.inside)
+            renaming = documents.Renaming(self.kinds, self.roots.inside, self.documents)
             moved = await self._commit(self.index.apply, Batch(moves=[move], renamer=renaming))
             self._writable()
             self.health.record(Counted(moved=moved))
@@ -337,7 +343,12 @@ class Indexer:
             try:
                 # Within the roots: a folder on the way swapped for a link since the
                 # scan listed it (by someone who may write in a root) leads elsewhere.
-                outcome = textfile.load(seen.path, self.max_file_bytes, within=self.roots.inside)
+                outcome = textfile.load(
+                    seen.path,
+                    self.max_file_bytes,
+                    within=self.roots.inside,
+                    documents=self.documents,
+                )
             except (textfile.Vanished, textfile.Escaped):
                 vanished.append(seen.path)
                 continue

@@ -37,6 +37,7 @@ from kbindex.daemon.roots import Located, OutsideRoots, Roots
 from kbindex.daemon.searching import hits
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
@@ -136,6 +137,7 @@ class Service:
         recovery: Recovery,
         *,
         readers: Executor,
+        texts: Texts | None = None,
         changes: Changes | None = None,
         meaning: Meaning | None = None,
     ) -> None:
@@ -151,6 +153,8 @@ class Service:
         self.changes = changes
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
+        self.texts = texts or Texts(roots)
+        """The one reader of a file's text for clients (the documents' reader in it)."""
         self.grepper = grep.Grepper(roots)
         self.meaning = meaning or Meaning(None, lambda: False)
         self.notes = Notes(lambda: control.settings, roots, indexer)
@@ -272,7 +276,7 @@ class Service:
     async def status(self) -> StatusReply:
         stats = await self._stats()
         # The documents' extraction cache counts in the index's size (issue 40).
-        extracted = await anyio.to_thread.run_sync(textfile.extracted_bytes)
+        extracted = await anyio.to_thread.run_sync(self.texts.extracted_bytes)
         counts, size_bytes = stats.counts, stats.size_bytes + extracted
         health, described = self.health, self.index.describe()
         return StatusReply(
@@ -353,14 +357,14 @@ class Service:
 
     async def _pages(self, hits: Sequence[Hit]) -> list[tuple[int, int]]:
         """(page, line in the page) of each hit in a document with pages, else (0, 0):
-        from the cached text (``textfile.current_text``), the one the snippet came from."""
+        from the cached text (``Texts.current``), the one the snippet came from."""
 
         def locate() -> list[tuple[int, int]]:
             found = []
             for h in hits:
                 text = None
                 if formats.kind(h.path) is not None:
-                    text = textfile.current_text(h.path, self.roots.inside, h.size)
+                    text = self.texts.current(h.path, h.size)
                 found.append(pages.locate(text, h.line) if text else (0, 0))
             return found
 
@@ -503,7 +507,7 @@ class Service:
 
     def _load(self, path: str) -> textfile.Loaded:
         try:
-            outcome = textfile.load(path, self.settings.max_file_bytes, within=self.roots.inside)
+            outcome = self.texts.load(path, self.settings.max_file_bytes)
         except textfile.Vanished:
             raise NotIndexed(f"{path} no longer exists") from None
         except textfile.Escaped:
