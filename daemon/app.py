@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="kbindexd",
         description="Keep a full-text index of directories current and serve it on a socket.",
     )
-    settings_mod.add_arguments(parser)
+    settings_mod.add_arguments(parser, tuple(backends.BACKENDS))
     args = parser.parse_args(given)
     reread = partial(settings_mod.load, args)
     try:

@@ -1,10 +1,13 @@
 """The index backends, one folder each: ``sqlite`` (the default) and ``postgres`` (the
 ``postgres`` extra). Each holds all of its SQL, schema and connections; the rest of the
 daemon sees only ``kbindex.daemon.index``, and only the composition root (``app``)
-loads a backend, by the name the settings give (``settings.BACKENDS``).
+loads a backend, by the name the settings give; ``app`` hands the names of ``BACKENDS``
+to the settings, the one list of them.
 
 A third backend is a folder beside these and a line in ``BACKENDS``: its class takes
-its place in ``configured`` and implements ``index.Index``.
+its place in ``configured`` and implements ``index.Index``. A backend imports nothing
+of the daemon but ``index`` and ``engine``: it is handed finished rows, and what it
+needs done with files (a moved file's rows, a file's text) is done above it.
 """
 
 from __future__ import annotations

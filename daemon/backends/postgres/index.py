@@ -407,7 +407,7 @@ class PgIndex:
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, plan, True, corpus, self.boosts)
+        rows, total, mode = self._read(reads.search, plan, corpus, self.boosts)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:

@@ -111,21 +111,22 @@ def stats(conn: Connection) -> Stats:
 def search(
     conn: Connection,
     plan: Plan,
-    ids_only: bool,
     corpus: Stats,
     boosts: Boosts = (),
 ) -> tuple[list[Any], int, str]:
+    """The best ``plan.limit`` documents' (id, score) rows, how many match, and the mode
+    that found them."""
     query = render.query(plan)
     if query.main is None:
         return [], 0, query.mode
     limit, filters = plan.limit, plan.filters
     try:
-        with conn.transaction():  # one snapshot for the ranking, the count and the text
+        with conn.transaction():  # one snapshot for the ranking and the count
             ranked = partial(_ranked, conn, boosts=boosts)
-            rows = ranked(query.main, limit, filters, ids_only, corpus)
+            rows = ranked(query.main, limit, filters, corpus)
             mode = query.mode
             if not rows and query.fallback is not None:
-                rows = ranked(query.fallback, limit, filters, ids_only, corpus)
+                rows = ranked(query.fallback, limit, filters, corpus)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -138,7 +139,6 @@ def _ranked(
     expr: render.Expr,
     limit: int,
     filters: Filters,
-    ids_only: bool,
     corpus: Stats,
     boosts: Boosts = (),
 ) -> list[Any]:
@@ -192,14 +192,7 @@ def _ranked(
     if found.phrases:
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)
-    if ids_only:
-        return conn.execute(sql, args).fetchall()
-    return conn.execute(
-        f"""SELECT b.id, {_FILE_COLUMNS}, d.title, d.body, b.score, b.total
-            FROM ({sql}) b JOIN kb_docs d ON d.id = b.id JOIN kb_files f ON f.id = b.id
-            ORDER BY b.score DESC, b.id""",
-        args,
-    ).fetchall()
+    return conn.execute(sql, args).fetchall()
 
 
 _PHRASE_TF: Final = """
