@@ -39,12 +39,18 @@ from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER
 from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import TOKENIZER, sqlite
-from kbindex.daemon.indexing import textfile, tokens
+from kbindex.daemon.index import tokens
+from kbindex.daemon.index.values import Batch, Update
+from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.indexer import BATCH_FILES
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
+
+KINDS = Classifier()
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)
@@ -63,7 +69,7 @@ def _files(root: Path) -> list[tuple[str, str]]:
 
 
 def index_with_store(root: Path, db_path: Path) -> float:
-    store = Store(db_path, Roots((root,)))
+    store = Store(db_path, Texts(Roots((root,))).current)
     store.open()
     started = time.perf_counter()
     batch: list[Any] = []
@@ -73,12 +79,12 @@ def index_with_store(root: Path, db_path: Path) -> float:
         loaded = textfile.load(path, MAX_FILE_BYTES)
         if isinstance(loaded, textfile.Loaded):
             loaded = prepare(seen.relpath, loaded)
-        batch.append((seen, loaded))
+        batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
         if len(batch) >= BATCH_FILES:
-            store.apply(batch, [])
+            store.apply(Batch(batch))
             batch = []
     if batch:
-        store.apply(batch, [])
+        store.apply(Batch(batch))
     seconds = time.perf_counter() - started
     store.close()
     return seconds

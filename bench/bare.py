@@ -11,7 +11,7 @@ includes the ones before it):
 
 ``load``     files read and decoded by ``kbindex.daemon.indexing.textfile.load`` (text detection,
              encodings, the title), the title stored in its column
-``derived``  the derived columns ``subwords`` and ``grams`` (``kbindex.daemon.indexing.tokens``):
+``derived``  the derived columns ``subwords`` and ``grams`` (``kbindex.daemon.index.tokens``):
              the daemon's 5-column ``docs`` table
 ``exact``    plus an unstemmed ``docs_exact`` table with every column and position
              (two FTS5 inserts per document), in the same file and the same thread
@@ -75,7 +75,7 @@ def _derived(
     rows: Iterator[tuple[str, str, str]], spent: list[float]
 ) -> Iterator[tuple[str, str, str, str, str]]:
     """Add the daemon's derived columns to each row; ``spent[0]`` accumulates their cost."""
-    from kbindex.daemon.indexing import tokens
+    from kbindex.daemon.index import tokens
 
     for rel, title, body in rows:
         t = time.perf_counter()
@@ -126,11 +126,17 @@ def _load_tables(conn: sqlite3.Connection, root: str, stage: str, totals: list[i
 def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
     """Stage store: the daemon's Store.apply, batch by batch, in this thread."""
     from kbindex.daemon.backends.sqlite.store import Store
-    from kbindex.daemon.indexing import textfile, tokens
+    from kbindex.daemon.index import tokens
+    from kbindex.daemon.index.values import Batch, Update
+    from kbindex.daemon.indexing import textfile
     from kbindex.daemon.indexing.documents import prepare
     from kbindex.daemon.indexing.indexer import BATCH_FILES
+    from kbindex.daemon.indexing.kinds import Classifier
     from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.roots import Roots
+    from kbindex.daemon.searching.texts import Texts
+
+    KINDS = Classifier()
 
     # Time inside the derived-column functions, as documents.row_and_words calls them.
     spent = [0.0]
@@ -149,7 +155,7 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
 
     for name, fn in originals.items():
         setattr(tokens, name, timed(fn))
-    store = Store(db_path, Roots((Path(root),)))
+    store = Store(db_path, Texts(Roots((Path(root),))).current)
     store.open()
     try:
         batch: list[Any] = []
@@ -161,12 +167,12 @@ def _load_store(db_path: Path, root: str, totals: list[int]) -> float:
             seen = Seen(path, root, st.st_size, st.st_mtime_ns)
             if isinstance(loaded, textfile.Loaded):
                 loaded = prepare(seen.relpath, loaded)
-            batch.append((seen, loaded))
+            batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
             if len(batch) >= BATCH_FILES:
-                store.apply(batch, [])
+                store.apply(Batch(batch))
                 batch = []
         if batch:
-            store.apply(batch, [])
+            store.apply(Batch(batch))
     finally:
         for name, fn in originals.items():
             setattr(tokens, name, fn)

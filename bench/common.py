@@ -186,9 +186,13 @@ def index_roots(idx: Any, roots: list[Path], *, max_bytes: int, batch: int = 500
     """Index every file under ``roots`` into ``idx`` (an opened ``Index``) in this process,
     as the daemon's indexer prepares them (read, then ``documents.prepare``), in batches
     of ``batch``: the benchmarks that measure the index itself, not the daemon around it."""
+    from kbindex.daemon.index.values import Batch, Update
     from kbindex.daemon.indexing import textfile
     from kbindex.daemon.indexing.documents import prepare
+    from kbindex.daemon.indexing.kinds import Classifier
     from kbindex.daemon.indexing.scanner import Seen
+
+    kinds = Classifier()
 
     for root in roots:
         pending: list[Any] = []
@@ -200,9 +204,9 @@ def index_roots(idx: Any, roots: list[Path], *, max_bytes: int, batch: int = 500
                 loaded = textfile.load(path, max_bytes)
                 if isinstance(loaded, textfile.Loaded):
                     loaded = prepare(seen.relpath, loaded)
-                pending.append((seen, loaded))
+                pending.append(Update(seen, loaded, kinds.of(seen.root, seen.relpath)))
                 if len(pending) >= batch:
-                    idx.apply(pending, [])
+                    idx.apply(Batch(pending))
                     pending = []
         if pending:
-            idx.apply(pending, [])
+            idx.apply(Batch(pending))

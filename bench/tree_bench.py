@@ -60,6 +60,7 @@ from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes, sqlite
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
 from kbindex.proto.client import Client
 
 HERE = Path(__file__).resolve().parent
@@ -198,7 +199,7 @@ def measure_queries(
     """Each query on both in turn, ``rounds`` times after one untimed round: the machine
     drifts within minutes, so the two are measured side by side."""
     roots = Roots((tree,))
-    store = Store(daemon_db, roots)
+    store = Store(daemon_db, Texts(roots).current)
     store.open()
     bare_searcher = bare.Searcher(bare_db)
     times: dict[str, dict[str, list[float]]] = {"kbindexd": {}, "bare": {}}

@@ -33,6 +33,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.texts import Texts
 
 DEFAULT_CORPUS = Path("/tmp/kbindex-bench/corpus-20000f-200mb-s1")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,7 +63,7 @@ async def one_round(corpus: Path, mode: str) -> dict[str, float]:
     Checkpointer.wrote = _wrote if mode == "background" else lambda self: None  # type: ignore[method-assign]
     work = Path(tempfile.mkdtemp(prefix="kbindex-write-path-", dir="/tmp"))
     try:
-        store = Store(work / "index.sqlite3", Roots([corpus]))
+        store = Store(work / "index.sqlite3", Texts(Roots([corpus])).current)
         await anyio.to_thread.run_sync(store.open)
         if mode == "sqlite":
             store.writer.execute("PRAGMA wal_autocheckpoint = 1000")

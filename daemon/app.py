@@ -37,12 +37,12 @@ from kbindex.daemon.extracting.workers import Limits
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index, IndexRefused
-from kbindex.daemon.indexing import textfile
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.recovery import Recovery
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.texts import Texts
 from kbindex.daemon.semantic import meaning as semantic
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import Encoder
@@ -84,7 +84,11 @@ async def run(
     roots = Roots(settings.roots)
     with ExitStack() as stack:
         kinds = Classifier(*kind_rules(settings))
-        index = _index(settings, roots, kinds)
+        extractor = _extractor(settings)
+        if extractor is not None:
+            stack.callback(extractor.close)
+        texts = Texts(roots, extractor)
+        index = _index(settings, texts)
         notifier.status("opening the index")
         try:
             stack.enter_context(
@@ -97,16 +101,10 @@ async def run(
                 f" ({exc.filename}); fix its permissions or choose another with --state-dir"
             ) from None
         readers = ThreadPoolExecutor(READERS, thread_name_prefix="kbindex-read")
-        extractor = _extractor(settings)
-        textfile.read_documents(extractor)
-        if extractor is not None:
-            stack.callback(extractor.close)
         try:
             if opened.state != "ready":
                 notifier.status(f"rebuilding the index: {opened.reason}")
-            await _serve(
-                settings, roots, index, kinds, readers, notifier, inherited, reread, extractor
-            )
+            await _serve(settings, roots, index, kinds, readers, notifier, inherited, reread, texts)
         finally:
             with anyio.CancelScope(shield=True):
                 # The reads first (each ends within its deadline), then the index.
@@ -144,7 +142,7 @@ async def _serve(
     notifier: Notifier,
     inherited: socket.socket | None,
     reread: Callable[[], Settings] | None,
-    extractor: Extractor | None,
+    texts: Texts,
 ) -> None:
     rules = IgnoreRules(
         included_extensions=settings.included_extensions,
@@ -154,7 +152,7 @@ async def _serve(
         root_options=[settings.options_for(r) for r in roots.paths],
     )
     changes = Changes()
-    health = Health(depth=changes.depth, rebuilding=lambda: index.rebuilding)
+    health = Health(depth=changes.depth, rebuilding=lambda: index.describe().rebuilding)
     commits = Commits()
     recovery = Recovery(health)
     indexer = Indexer(
@@ -166,6 +164,8 @@ async def _serve(
         commits=commits,
         on_damage=recovery.damaged,
         max_document_bytes=settings.max_document_bytes,
+        kinds=kinds,
+        documents=texts.documents,
     )
     watcher = Watcher(
         [(str(r), settings.watch_mode(r)) for r in roots.paths],
@@ -183,9 +183,7 @@ async def _serve(
         watcher,
         reread=reread,
         notifier=notifier,
-        reloaded=None
-        if extractor is None
-        else lambda new: extractor.configure(_limits(new), _cache_bytes(new)),
+        reloaded=None if texts.documents is None else partial(_reconfigure, texts.documents),
         kinds=kinds,
     )
     meaning = _meaning(control, index, commits, health)
@@ -199,6 +197,7 @@ async def _serve(
             tg,
             recovery,
             readers=readers,
+            texts=texts,
             changes=changes,
             meaning=meaning,
         )
@@ -223,7 +222,7 @@ async def _serve(
         log.info("%s", describe_roots(settings))
         if not roots.paths:
             log.warning("no roots to index: add one with kbctl roots add PATH")
-        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, extractor))
+        tg.start_soon(_signals, tg, server, notifier, partial(_stopping, service, texts.documents))
         tg.start_soon(_reloads, control)
         # Watches first, then the first scan: a change made during the scan is queued.
         await tg.start(watcher.run)
@@ -234,10 +233,9 @@ async def _serve(
             tg.start_soon(meaning.embedder.run)
 
 
-def _index(settings: Settings, roots: Roots, kinds: Classifier) -> Index:
+def _index(settings: Settings, texts: Texts) -> Index:
     """The index backend the settings choose. SQLite reads the files for what it shows
-    of them (it keeps no text), from ``roots`` only; ``kinds`` is shared with the
-    control, which puts a reload's rules in force."""
+    of them (it keeps no text) through ``texts``, within the roots only."""
     name = settings.backend
     try:
         backend = backends.load(name)
@@ -247,7 +245,7 @@ def _index(settings: Settings, roots: Roots, kinds: Classifier) -> Index:
         raise BackendMissing(
             f"backend {name} needs kbindex[{name}] installed ({exc.name} is missing)"
         ) from None
-    return backend.configured(settings, roots, kinds)
+    return backend.configured(settings, texts.current)
 
 
 def _meaning(control: Control, index: Index, commits: Commits, health: Health) -> semantic.Meaning:
@@ -313,6 +311,11 @@ async def _signals(
             tg.start_soon(_shutdown, tg, server)
 
 
+def _reconfigure(extractor: Extractor, new: Settings) -> None:
+    """A reload's documents limits and cache bound, in force for the next document."""
+    extractor.configure(_limits(new), _cache_bytes(new))
+
+
 def _stopping(service: Service, extractor: Extractor | None) -> None:
     """What a shutdown does first: long polls answer now rather than hold up the drain,
     and a document being read is given up (read again at the next start)."""
@@ -367,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="kbindexd",
         description="Keep a full-text index of directories current and serve it on a socket.",
     )
-    settings_mod.add_arguments(parser)
+    settings_mod.add_arguments(parser, tuple(backends.BACKENDS))
     args = parser.parse_args(given)
     reread = partial(settings_mod.load, args)
     try:

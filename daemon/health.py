@@ -253,7 +253,7 @@ class Health:
         rebuilding: Callable[[], str] = _not_rebuilding,
     ) -> None:
         """``depth``: how many changes wait in the watcher's queue; ``rebuilding``: why
-        the index is being rebuilt, "" when it is not (``Index.rebuilding``)."""
+        the index is being rebuilt, "" when it is not (``Index.describe``)."""
         self._lock = threading.Lock()
         self._depth = depth
         self.rebuilding = rebuilding

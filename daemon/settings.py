@@ -39,7 +39,6 @@ cheap list+stat reconcile every ``poll_interval_seconds`` (network filesystems, 
 inotify sees no changes made on other machines); ``off``: only the periodic scan
 (status says so), for scripted runs that refresh explicitly."""
 SEMANTIC_MODES = ("auto", "off")
-BACKENDS = ("sqlite", "postgres")
 """``auto``: search by meaning where the ``semantic`` extra is installed; ``off``: never
 (nothing of it is loaded)."""
 ROOT_KEYS = frozenset(
@@ -281,8 +280,9 @@ def _semantic(given: Given) -> str:
     return _one_of(SEMANTIC_MODES, given.value, given.key) or Settings.semantic
 
 
-def _backend(given: Given) -> str:
-    return _one_of(BACKENDS, given.value, given.key) or Settings.backend
+def _backend(given: Given) -> Any:
+    """As given: ``load`` checks it against the backends ``add_arguments`` was told of."""
+    return Settings.backend if given.value is None else given.value
 
 
 def _text(given: Given) -> str:
@@ -364,8 +364,7 @@ OPTIONS: Final = (
            _number(Settings.max_document_size_mb, minimum=0.001), metavar="MB", cli_type=float,
            help="size cap of documents (PDF, Office, EPUB): --max-file-size-mb is for text"),
     Option("backend", "--backend", "KBINDEX_BACKEND", _backend,
-           help="sqlite: an index file in --state-dir; postgres: a shared PostgreSQL database",
-           choices=BACKENDS),
+           help="sqlite: an index file in --state-dir; postgres: a shared PostgreSQL database"),
     Option("dsn", "--dsn", "KBINDEX_DSN", _text, metavar="URL",
            help="PostgreSQL connection string for --backend postgres (better given in "
            "KBINDEX_DSN or the config file: a flag is visible to other users)"),
@@ -388,7 +387,10 @@ KNOWN_KEYS: Final = frozenset(
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, backends: Sequence[str]) -> None:
+    """The daemon's flags; ``backends``: the names ``--backend`` takes (the composition
+    root's ``backends.BACKENDS``), which ``load`` checks a setting from anywhere against."""
+    parser.set_defaults(backends=tuple(backends))
     parser.add_argument("roots", nargs="*", metavar="ROOT", help="directories to index")
     parser.add_argument("--config", metavar="FILE", help="TOML config file")
     parser.add_argument(
@@ -404,6 +406,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             kwargs["type"] = option.cli_type
         if option.choices:
             kwargs["choices"] = option.choices
+        if option.key == "backend":
+            kwargs["choices"] = backends
         parser.add_argument(option.flag, help=option.help, **kwargs)
 
 
@@ -447,6 +451,8 @@ def load(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> 
         else:
             given = Given(option.key, file_values.get(option.key), env, base, from_file=True)
         values[option.key] = option.convert(given)
+        if option.key == "backend":
+            values["backend"] = _one_of(args.backends, values["backend"], "backend")
     root_options = _root_options(
         file_values.get("root"), base, roots if roots_source == "config" else None
     )

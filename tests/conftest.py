@@ -24,10 +24,13 @@ import anyio
 import pytest
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
 from kbindex.daemon.grep.ripgrep import RIPGREP_ENV
-from kbindex.daemon.index.values import Document, Seen, Skipped
-from kbindex.daemon.indexing.documents import prepare
+from kbindex.daemon.index.interface import Texts as Texts
+from kbindex.daemon.index.values import Seen, Update
+from kbindex.daemon.indexing.documents import Renaming, prepare
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.texts import Texts as Reader
 from kbindex.proto.client import Client, ClientError
 
 T = TypeVar("T")
@@ -247,7 +250,7 @@ def with_writable_root(make_daemon: MakeDaemon, base: Path, *extra: str) -> Daem
     return d
 
 
-def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Document | Skipped]:
+def note(name: str, text: str, root: Path | None = None) -> Update:
     """The file ``name`` under the root ``/r``, as a scan sees it and reading it gives:
     what ``Store.apply`` takes (the document prepared, as the indexer hands it), without
     a file on disk. Under ``root`` instead, the file
@@ -257,14 +260,27 @@ def note(name: str, text: str, root: Path | None = None) -> tuple[Seen, Document
         write(root / name, text)
     seen = Seen(path=f"{where}/{name}", root=where, size=len(text), mtime_ns=1)
     given = decode(text.encode(), len(text), 1)
-    return seen, prepare(seen.relpath, given) if isinstance(given, Loaded) else given
+    doc = prepare(seen.relpath, given) if isinstance(given, Loaded) else given
+    return Update(seen, doc, Classifier().of(where, name))
+
+
+def reading(*roots: Path) -> Texts:
+    """What an index that keeps no text reads files through (``index.Texts``): the
+    files under ``roots``, as the daemon gives it."""
+    return Reader(Roots(roots)).current
+
+
+def renaming(*roots: Path) -> Renaming:
+    """What a move is given (``index.Renamer``), as the indexer gives it: files read
+    again under ``roots``."""
+    return Renaming(Classifier(), Roots(roots).inside)
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     """A real index in a temporary directory, open for writing and reading; the files
     it shows text of lie under ``tmp_path``."""
-    s = Store(tmp_path / "index.sqlite3", Roots((tmp_path,)))
+    s = Store(tmp_path / "index.sqlite3", reading(tmp_path))
     s.open()
     try:
         yield s

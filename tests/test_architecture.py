@@ -65,6 +65,11 @@ def test_a_front_end_importing_the_daemon_breaks_a_contract() -> None:
             "the backends are independent",
         ),
         (
+            "backends/sqlite",
+            "kbindex.daemon.indexing.textfile",
+            "backends import only the index interface and the engine",
+        ),
+        (
             "serving",
             "kbindex.daemon.backends.sqlite.index",
             "only the composition root imports a backend",

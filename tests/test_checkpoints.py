@@ -14,6 +14,7 @@ from kbindex.daemon.backends.sqlite import checkpointer
 from kbindex.daemon.backends.sqlite.checkpointer import Checkpointer
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
+from kbindex.daemon.index.values import Batch
 
 
 def _file_alone(db: Path, copy: Path) -> sqlite.Connection:
@@ -23,7 +24,7 @@ def _file_alone(db: Path, copy: Path) -> sqlite.Connection:
 
 
 def test_a_commit_reaches_the_database_file_in_the_background(store: Store, tmp_path: Path) -> None:
-    store.apply([note("a.md", "walrus harbour")], [])
+    store.apply(Batch([note("a.md", "walrus harbour")]))
     store.maintain("refresh")
     with closing(_file_alone(store.db_path, tmp_path / "main-copy")) as main:
         assert main.execute("SELECT relpath FROM files").fetchall() == [("a.md",)]
@@ -45,7 +46,7 @@ def test_a_long_run_of_batches_keeps_the_log_bounded(
         notes = [
             note(f"b{batch}/n{i}.md", " ".join(rng.choices(vocabulary, k=3000))) for i in range(4)
         ]
-        store.apply(notes, [])
+        store.apply(Batch(notes))
         largest = max(largest, wal.stat().st_size)
     store.checkpoints.settle()
     with closing(sqlite.connect(store.db_path)) as conn:

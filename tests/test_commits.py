@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import write
+from conftest import reading, write
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
 from kbindex.daemon.index.commits import Commits
@@ -25,7 +25,7 @@ def indexer(tmp_path: Path) -> Iterator[Indexer]:
     root = tmp_path / "root"
     write(root / "a.md", "alpha\n")
     roots = Roots([root])
-    index = SqliteIndex(tmp_path / "index.sqlite3", roots)
+    index = SqliteIndex(tmp_path / "index.sqlite3", reading(*roots.paths))
     index.open()
     rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
     try:

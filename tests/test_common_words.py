@@ -12,6 +12,7 @@ from conftest import note
 from kbindex.daemon.backends.sqlite import frequency, searcher
 from kbindex.daemon.backends.sqlite.render import Alternatives
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.searching.query import to_plan
 
 QUESTION = "which notes mention kestrel and osprey?"
@@ -19,7 +20,7 @@ QUESTION = "which notes mention kestrel and osprey?"
 
 
 def add(store: Store, docs: dict[str, str]) -> None:
-    store.apply([note(name, text) for name, text in docs.items()], [])
+    store.apply(Batch([note(name, text) for name, text in docs.items()]))
 
 
 def corpus(birds: int, plain: int) -> dict[str, str]:

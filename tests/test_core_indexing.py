@@ -226,21 +226,20 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
     until its segments merge: once a quarter of the index (at least 1,000 documents)
     has been replaced, the store says so, and optimize gives the space back."""
     from kbindex.daemon.backends.sqlite.store import Store
+    from kbindex.daemon.index.values import Batch, Seen, Update
     from kbindex.daemon.indexing.documents import prepare
-    from kbindex.daemon.indexing.scanner import Seen
     from kbindex.daemon.indexing.textfile import Loaded, decode
-    from kbindex.daemon.roots import Roots
 
-    store = Store(tmp_path / "index.sqlite3", Roots(()))
+    store = Store(tmp_path / "index.sqlite3")
     store.open()
     conn = store.writer
 
-    def version(i: int, v: int) -> tuple[Seen, object]:
+    def version(i: int, v: int) -> Update:
         text = f"# note {i}\n" + f"word{v} other{i} " * 200
         seen = Seen(path=f"/r/n{i}.md", root="/r", size=len(text), mtime_ns=v)
         loaded = decode(text.encode(), len(text), v)
         assert isinstance(loaded, Loaded)
-        return seen, prepare(seen.relpath, loaded)
+        return Update(seen, prepare(seen.relpath, loaded), "doc")
 
     def live_pages() -> int:
         pages = conn.execute("PRAGMA page_count").fetchone()[0]
@@ -250,11 +249,11 @@ def test_many_rewrites_are_merged_away(tmp_path: Path) -> None:
         # The empty schema's own pages (a table or an index is a page at least) are
         # left out of the sizes compared below.
         empty = live_pages()
-        store.apply([version(i, 0) for i in range(300)], [])  # type: ignore[misc]
+        store.apply(Batch([version(i, 0) for i in range(300)]))
         fresh = live_pages() - empty
         for v in range(1, 6):
             for i in range(300):
-                store.apply([version(i, v)], [])  # type: ignore[list-item]
+                store.apply(Batch([version(i, v)]))
         assert store.optimize_due()  # 3,300 written, over max(1,000, 300 / 4)
         bloated = live_pages() - empty
         store.maintain("refresh")  # after a refresh: the merge is due, so it runs

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_exit, write
 from kbindex.daemon import settings as settings_mod
+from kbindex.daemon.backends import BACKENDS
 from kbindex.daemon.extracting import extractor, formats
 from kbindex.daemon.settings import SettingsError
 
@@ -21,8 +22,22 @@ pytestmark = pytest.mark.anyio
 
 def _load(argv: list[str], env: dict[str, str] | None = None) -> settings_mod.Settings:
     parser = argparse.ArgumentParser()
-    settings_mod.add_arguments(parser)
+    settings_mod.add_arguments(parser, tuple(BACKENDS))
     return settings_mod.load(parser.parse_args(argv), env or {"XDG_CONFIG_HOME": "/nonexistent"})
+
+
+def test_the_backends_the_settings_take_are_those_of_the_backends_map(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A third backend is a folder and a line in ``backends.BACKENDS``: the settings take
+    its name from there (a flag, the environment, the config file), and refuse a name
+    that is not there, listing those that are."""
+    monkeypatch.setitem(BACKENDS, "third", "kbindex.daemon.backends.third.index:ThirdIndex")
+    assert _load(["--backend", "third"]).backend == "third"
+    env = {"KBINDEX_BACKEND": "fourth", "XDG_CONFIG_HOME": "/nonexistent"}
+    with pytest.raises(SettingsError, match="backend must be one of sqlite, postgres, third,"):
+        _load([], env)
+    assert _load([]).backend == "sqlite"
 
 
 def test_settings_defaults_and_precedence(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from conftest import note
 from kbindex.daemon.backends.sqlite import essential, frequency, searcher
 from kbindex.daemon.backends.sqlite.render import match
 from kbindex.daemon.backends.sqlite.store import Store
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.searching.query import to_plan
 
 VOCABULARY = [f"w{i:03}x" for i in range(300)]
@@ -33,15 +34,15 @@ def zipf_corpus(seed: int, documents: int) -> dict[str, str]:
     return docs
 
 
-def find(store: Store, question: str, limit: int) -> searcher.Found:
+def find(store: Store, question: str, limit: int) -> tuple[list[tuple[int, float]], int, str]:
     with store.reader() as conn:
-        return searcher.find(conn, to_plan(question, limit=limit))
+        return searcher.rank(conn, to_plan(question, limit=limit))
 
 
 def test_ranking_the_essential_documents_first_gives_the_whole_rankings_list(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.apply([note(name, text) for name, text in zipf_corpus(7, 1500).items()], [])
+    store.apply(Batch([note(name, text) for name, text in zipf_corpus(7, 1500).items()]))
     decided: list[bool] = []
     real_decides = essential.Split.decides
 
@@ -75,7 +76,7 @@ def test_the_bound_is_the_most_fts5_gives_the_other_words(store: Store) -> None:
     count grows) comes within a few percent of it: a bound too low by 5% fails here."""
     docs = zipf_corpus(3, 400)
     docs["many.md"] = " ".join(["w013x"] * 400)
-    store.apply([note(name, text) for name, text in docs.items()], [])
+    store.apply(Batch([note(name, text) for name, text in docs.items()]))
     question = "w150x w013x or"
     compiled = match(to_plan(question))
     assert compiled.alternatives is not None
@@ -98,7 +99,7 @@ def test_the_bound_is_the_most_fts5_gives_the_other_words(store: Store) -> None:
 
 
 def test_a_prefix_term_or_a_single_word_takes_no_split(store: Store) -> None:
-    store.apply([note(name, text) for name, text in zipf_corpus(5, 100).items()], [])
+    store.apply(Batch([note(name, text) for name, text in zipf_corpus(5, 100).items()]))
     with store.reader() as conn:
         for question in ("w000x w001x w002x w003x w05*", "w000x"):
             compiled = match(to_plan(question + " or"))

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import note
+from conftest import note, reading, renaming
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import documents as tables
@@ -21,9 +21,9 @@ from kbindex.daemon.backends.sqlite import store as store_module
 from kbindex.daemon.backends.sqlite.database import legacy_exact_path
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes, sqlite
+from kbindex.daemon.index.values import Batch, Move
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
-from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 
 
@@ -34,7 +34,7 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db: Path, tmp_path: Path) -> Iterator[Store]:
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     s.open()
     try:
         yield s
@@ -69,7 +69,7 @@ def assert_in_step(s: Store) -> None:
 
 
 def test_serves_prefixes_that_stems_miss(store: Store, db: Path) -> None:
-    store.apply([note("a.md", "deprecation notice"), note("b.md", "deprecated api")], [])
+    store.apply(Batch([note("a.md", "deprecation notice"), note("b.md", "deprecated api")]))
     assert not legacy_exact_path(db).exists()
     # Stemmed, both are "deprec": only the unstemmed index finds them by "deprecat*".
     assert prefix_hits(store, "deprecat*") == ["a.md", "b.md"]
@@ -85,17 +85,17 @@ def test_a_full_file_leaves_both_tables_as_they_were(store: Store) -> None:
     """The file cannot grow (max_page_count: SQLITE_FULL, as on a full disk) in the
     middle of a batch: neither table keeps any of it, and writes work again once there
     is room."""
-    store.apply([note("small.md", "smallish")], [])
+    store.apply(Batch([note("small.md", "smallish")]))
     conn = store.writer
     (pages,) = conn.execute("PRAGMA page_count").fetchone()
     conn.execute(f"PRAGMA max_page_count = {pages}")
     big = [note(f"big{i}.md", f"bigword{i} " + "filler text " * 5000) for i in range(20)]
     with pytest.raises(sqlite.OperationalError, match="full"):
-        store.apply(big, [])
+        store.apply(Batch(big))
     assert prefix_hits(store, "bigword*") == []
     assert_in_step(store)
     conn.execute("PRAGMA max_page_count = 1073741823")
-    store.apply(big, [])
+    store.apply(Batch(big))
     assert len(prefix_hits(store, "bigword*")) == 20
     assert_in_step(store)
 
@@ -103,7 +103,7 @@ def test_a_full_file_leaves_both_tables_as_they_were(store: Store) -> None:
 def test_the_index_size_counts_the_file_and_its_log(store: Store, db: Path) -> None:
     """``kbctl status`` and ``doctor`` report the index's bytes on disk: the file and
     its write-ahead log."""
-    store.apply([note("a.md", "sizeable " * 2000)], [])
+    store.apply(Batch([note("a.md", "sizeable " * 2000)]))
     on_disk = [Path(f"{db}{s}").stat().st_size for s in ("", "-wal")]
     assert all(on_disk) and sum(disk_bytes(db)) == store.size_bytes() == sum(on_disk)
     assert disk_bytes(db) == (on_disk[0], on_disk[1])
@@ -125,12 +125,12 @@ def test_an_index_with_the_exact_file_beside_it_is_built_again(db: Path) -> None
     legacy = legacy_exact_path(db)
     for suffix in ("", "-wal"):
         Path(f"{legacy}{suffix}").write_bytes(b"")
-    s = Store(db, Roots(()))
+    s = Store(db)
     assert s.open().state == "afresh"
     try:
         assert not legacy.exists() and not Path(f"{legacy}-wal").exists()
         assert s.writer.execute("SELECT count(*) FROM files").fetchone() == (0,)
-        s.apply([note("a.md", "deprecation notice")], [])
+        s.apply(Batch([note("a.md", "deprecation notice")]))
         assert found(s, "deprecat*") == ["a.md"]
         s.built()
         assert not s.beside.exists() and not s.rebuilding
@@ -174,14 +174,14 @@ def test_a_rewritten_or_deleted_document_takes_its_old_words_out(
         return dict(store.writer.execute(f"SELECT term, doc FROM {schema.VOCABULARY}"))
 
     r = tmp_path / "r"
-    store.apply([note("a.md", "alpha beta, beta", r), note("b.md", "beta gamma", r)], [])
+    store.apply(Batch([note("a.md", "alpha beta, beta", r), note("b.md", "beta gamma", r)]))
     assert vocabulary() == {"a": 1, "alpha": 1, "b": 1, "beta": 2, "gamma": 1, "md": 2}
-    store.apply([note("a.md", "delta", r)], [])
+    store.apply(Batch([note("a.md", "delta", r)]))
     assert vocabulary() == {"a": 1, "b": 1, "beta": 1, "delta": 1, "gamma": 1, "md": 2}
     (r / "b.md").rename(r / "c.md")
-    store.move(f"{r}/b.md", f"{r}/c.md", str(r))
+    store.apply(Batch(moves=[Move(f"{r}/b.md", f"{r}/c.md", str(r))], renamer=renaming(r)))
     assert vocabulary() == {"a": 1, "beta": 1, "c": 1, "delta": 1, "gamma": 1, "md": 2}
-    store.apply([], [f"{r}/a.md", f"{r}/c.md"])
+    store.apply(Batch(deletes=[f"{r}/a.md", f"{r}/c.md"]))
     assert vocabulary() == {}
     assert_in_step(store)
 
@@ -194,11 +194,13 @@ def test_a_moved_directory_is_indexed_again_from_its_files(
     the next scan reads it (its recorded mtime matches no file)."""
     monkeypatch.setattr(store_module, "MOVED_PER_STATEMENT", 2)
     r = tmp_path / "r"
-    store.apply([note(f"old/n{i}.md", f"movedword{i} text", r) for i in range(5)], [])
+    store.apply(Batch([note(f"old/n{i}.md", f"movedword{i} text", r) for i in range(5)]))
     ids = dict(store.writer.execute("SELECT relpath, id FROM files"))
     (r / "old").rename(r / "new")
     (r / "new" / "n4.md").unlink()  # gone again before the move is written
-    assert store.move(f"{r}/old", f"{r}/new", str(r)) == 5
+    assert (
+        store.apply(Batch(moves=[Move(f"{r}/old", f"{r}/new", str(r))], renamer=renaming(r))) == 5
+    )
     assert dict(store.writer.execute("SELECT relpath, id FROM files")) == {
         f"new/n{i}.md": ids[f"old/n{i}.md"] for i in range(5)
     }
@@ -212,4 +214,42 @@ def test_a_moved_directory_is_indexed_again_from_its_files(
     for table in (*tables.TABLES, "titles"):
         held = {i for (i,) in store.writer.execute(f"SELECT rowid FROM {table}")}
         assert held == {ids[f"old/n{i}.md"] for i in range(4)}, table
+    assert_in_step(store)
+
+
+def test_a_batch_with_a_move_and_writes_is_written_all_or_nothing(
+    store: Store, tmp_path: Path
+) -> None:
+    """A move and the files read with it go to the index in one ``Batch``: when the
+    move fails half-way (the renamer raises on its second file), neither the moved
+    rows nor the new file are written."""
+    r = tmp_path / "r"
+    store.apply(Batch([note(f"old/n{i}.md", f"movedword{i} text", r) for i in range(2)]))
+    (r / "old").rename(r / "new")
+    renamer = renaming(r)
+    calls: list[str] = []
+
+    class Failing:
+        kind = renamer.kind
+        restored = renamer.restored
+
+        def read(self, path: str, relpath: str, size: int) -> object:
+            calls.append(relpath)
+            if len(calls) == 2:
+                raise OSError("the disk went away")
+            return renamer.read(path, relpath, size)
+
+    batch = Batch(
+        [note("fresh.md", "freshword", r)],
+        moves=[Move(f"{r}/old", f"{r}/new", str(r))],
+        renamer=Failing(),  # type: ignore[arg-type]
+    )
+    with pytest.raises(OSError, match="went away"):
+        store.apply(batch)
+    assert len(calls) == 2
+    assert sorted(p for (p,) in store.writer.execute("SELECT relpath FROM files")) == [
+        "old/n0.md",
+        "old/n1.md",
+    ]
+    assert found(store, "freshword") == [] and found(store, "movedword0") == ["old/n0.md"]
     assert_in_step(store)

@@ -10,20 +10,18 @@ import pytest
 from conftest import write
 from document_files import docx, html, pdf
 from kbindex.daemon.extracting.cache import Cache
+from kbindex.daemon.extracting.extractor import Extractor
 from kbindex.daemon.extracting.pages import locate
 from kbindex.daemon.extracting.results import Extracted, Failed
+from kbindex.daemon.extracting.workers import Limits
 from kbindex.daemon.indexing import textfile
+from kbindex.daemon.roots import Roots
+from kbindex.daemon.searching.texts import Texts
 
 
-@pytest.fixture
-def no_extra() -> None:
-    """The daemon as it is where kbindex[documents] is not installed."""
-    textfile.read_documents(None)
-
-
-def test_without_the_extra_a_document_names_the_extra_that_reads_it(
-    tmp_path: Path, no_extra: None
-) -> None:
+def test_without_the_extra_a_document_names_the_extra_that_reads_it(tmp_path: Path) -> None:
+    # No documents' reader given: the daemon as it is where kbindex[documents] is not
+    # installed.
     for name, data in (("a.pdf", pdf([["hello"]])), ("b.docx", docx(["hello"]))):
         outcome = textfile.load(str(write(tmp_path / name, data)), 1 << 20)
         assert isinstance(outcome, textfile.Skipped)
@@ -31,7 +29,7 @@ def test_without_the_extra_a_document_names_the_extra_that_reads_it(
         assert "the extra kbindex[documents] reads it" in outcome.detail
 
 
-def test_without_the_extra_a_web_page_is_text_as_before(tmp_path: Path, no_extra: None) -> None:
+def test_without_the_extra_a_web_page_is_text_as_before(tmp_path: Path) -> None:
     outcome = textfile.load(str(write(tmp_path / "p.html", html("T", ["quokka"]))), 1 << 20)
     assert isinstance(outcome, textfile.Loaded)
     assert "<script>" in outcome.text
@@ -79,3 +77,33 @@ def test_read_file_of_a_one_page_document_has_no_marker_and_counts_lines_by_newl
     out, _first, _last, total, _ = textfile.line_slice("a\x0bb\nc", None, None, 1000, paged=True)
     assert out.split("\n") == ["1| a\x0bb", "2| c"]
     assert total == 2
+
+
+@pytest.mark.slow
+# Extractor.close kills its idle worker without waiting for it (the daemon exits right
+# after): Popen's finalizer warns that it still runs.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_each_reader_of_texts_reads_documents_through_the_extractor_it_was_given(
+    tmp_path: Path,
+) -> None:
+    """The documents' reader is a value the app hands over, not a setting of the process:
+    a ``Texts`` given one reads a PDF's text (read_file extracts it, a snippet takes it
+    from the cache), one given none skips it, side by side in one process."""
+    root = tmp_path / "root"
+    path = write(root / "a.pdf", pdf([["quokka habitat"]]))
+    size = path.stat().st_size
+    limits = Limits(cpu_seconds=30, memory_bytes=1 << 30, wall_seconds=60, max_chars=1 << 20)
+    extractor = Extractor(tmp_path / "state", limits, 1 << 20)
+    try:
+        reading, plain = Texts(Roots([root]), extractor), Texts(Roots([root]))
+        assert reading.current(str(path), size) is None  # not extracted yet: never waited for
+        loaded = reading.load(str(path), 1 << 20)
+        assert isinstance(loaded, textfile.Loaded) and "quokka habitat" in loaded.text
+        assert "quokka habitat" in (reading.current(str(path), size) or "")
+        assert reading.extracted_bytes() > 0
+        assert plain.current(str(path), size) is None
+        skipped = plain.load(str(path), 1 << 20)
+        assert isinstance(skipped, textfile.Skipped) and skipped.reason == "binary"
+        assert plain.extracted_bytes() == 0
+    finally:
+        extractor.close()

@@ -25,6 +25,7 @@ from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite import store as store_module
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.indexing.textfile import extract_title
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import DaemonError
@@ -329,7 +330,7 @@ def test_a_search_during_a_rebuild_sees_the_new_file_complete(
     'internal' error) or one without tables (a 'bad_query'). Only the pause inside the
     rebuild is arranged, as the real window lasts milliseconds; the rebuild, the files
     and the search are real."""
-    store.apply([note("a.md", "walrus harbour")], [])
+    store.apply(Batch([note("a.md", "walrus harbour")]))
     first = pause == "before the new file exists"
     owner: object = store_module if first else schema
     name = "open_checked" if first else "create"

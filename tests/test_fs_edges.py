@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Daemon, MakeDaemon, mode_bound, wait_for, write
+from conftest import Daemon, MakeDaemon, mode_bound, reading, wait_for, write
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.health import Health
 from kbindex.daemon.indexing.ignore import IgnoreRules
@@ -324,7 +324,7 @@ def test_a_folder_swapped_for_a_link_after_the_scan_leads_the_indexer_nowhere(
     os.symlink(outside, root / "d")
     rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
     roots = Roots([root])
-    index = SqliteIndex(tmp_path / "index.sqlite3", roots)
+    index = SqliteIndex(tmp_path / "index.sqlite3", reading(*roots.paths))
     indexer = Indexer(index, roots, rules, Health(), 1 << 20)
     updates, vanished = indexer._read_batch([seen])
     assert updates == [] and vanished == [seen.path]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import note
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
-from kbindex.daemon.index.values import Hit, SearchResult
+from kbindex.daemon.index.values import Batch, Hit, SearchResult
 from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.semantic import hybrid
 from kbindex.daemon.semantic.matrix import Matrix
@@ -46,12 +46,13 @@ def run(store: Store, matrix: Matrix, query: str, *, words: bool = True) -> list
 
 def test_meaning_lifts_a_file_the_words_rank_lower(store: Store) -> None:
     store.apply(
-        [
-            note("a.md", "lantern lantern lantern festival"),
-            note("b.md", "lantern and other things of the evening"),
-            note("c.md", "nothing in common with the query"),
-        ],
-        [],
+        Batch(
+            [
+                note("a.md", "lantern lantern lantern festival"),
+                note("b.md", "lantern and other things of the evening"),
+                note("c.md", "nothing in common with the query"),
+            ]
+        )
     )
     found = ids(store)
     matrix = Matrix(2)
@@ -64,12 +65,13 @@ def test_meaning_lifts_a_file_the_words_rank_lower(store: Store) -> None:
 
 def test_a_file_without_passages_is_ranked_by_its_words_alone(store: Store) -> None:
     store.apply(
-        [
-            note("big.md", "lantern lantern lantern lantern festival"),
-            note("small.md", "a lantern"),
-            note("far.md", "unrelated text"),
-        ],
-        [],
+        Batch(
+            [
+                note("big.md", "lantern lantern lantern lantern festival"),
+                note("small.md", "a lantern"),
+                note("far.md", "unrelated text"),
+            ]
+        )
     )
     found = ids(store)
     matrix = Matrix(2)
@@ -81,7 +83,7 @@ def test_a_file_without_passages_is_ranked_by_its_words_alone(store: Store) -> N
 
 def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store, tmp_path: Path) -> None:
     text = "# Lamps\n\nintro line\n\nthe glowing paper lights of the night market\n"
-    store.apply([note("lamps.md", text, tmp_path), note("other.md", "lantern", tmp_path)], [])
+    store.apply(Batch([note("lamps.md", text, tmp_path), note("other.md", "lantern", tmp_path)]))
     found = ids(store)
     matrix = Matrix(2)
     rows = np.concatenate([vector(0.1), vector(0.95)])
@@ -93,7 +95,7 @@ def test_a_hit_by_meaning_alone_points_at_its_passage(store: Store, tmp_path: Pa
 
 
 def test_a_query_nothing_matches_by_words_or_meaning_answers_nothing(store: Store) -> None:
-    store.apply([note(f"{i}.md", f"ordinary text number {i}") for i in range(5)], [])
+    store.apply(Batch([note(f"{i}.md", f"ordinary text number {i}") for i in range(5)]))
     matrix = Matrix(2)
     for i, file_id in enumerate(ids(store).values()):
         # The nearest passage is close to the floor, never above it: the best of nothing.
@@ -104,7 +106,7 @@ def test_a_query_nothing_matches_by_words_or_meaning_answers_nothing(store: Stor
 
 
 def test_scores_say_how_near_not_how_near_compared_with_the_rest(store: Store) -> None:
-    store.apply([note("a.md", "first text"), note("b.md", "second text")], [])
+    store.apply(Batch([note("a.md", "first text"), note("b.md", "second text")]))
     found = ids(store)
     matrix = Matrix(2)
     matrix.put(found["a.md"], [(1, 1)], vector(0.5))
@@ -122,13 +124,14 @@ def test_scores_say_how_near_not_how_near_compared_with_the_rest(store: Store) -
 
 def test_the_total_counts_matches_by_words_or_meaning_each_once(store: Store) -> None:
     store.apply(
-        [
-            note("words.md", "lantern festival"),
-            note("both.md", "a lantern"),
-            note("meaning.md", "paper lights"),
-            note("far.md", "tax forms"),
-        ],
-        [],
+        Batch(
+            [
+                note("words.md", "lantern festival"),
+                note("both.md", "a lantern"),
+                note("meaning.md", "paper lights"),
+                note("far.md", "tax forms"),
+            ]
+        )
     )
     found = ids(store)
     matrix = Matrix(2)

@@ -20,9 +20,8 @@ from conftest import note
 from kbindex.daemon.backends.sqlite import documents, schema
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.index.values import Document
+from kbindex.daemon.index.values import Batch, Document
 from kbindex.daemon.indexing import grams
-from kbindex.daemon.roots import Roots
 
 MB = 1 << 20
 
@@ -112,7 +111,7 @@ def _sqlite_library() -> ctypes.CDLL:
 
 def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3", Roots(()))
+    store = Store(tmp_path / "index.sqlite3")
     store.open()
     try:
         rng = random.Random(2)
@@ -121,7 +120,7 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
         small = [note(f"small{i}.md", f"smallword{i} text") for i in range(3)]
         before = lib.sqlite3_memory_used()
         lib.sqlite3_memory_highwater(1)
-        store.apply([note("big.h", big), *small], [])
+        store.apply(Batch([note("big.h", big), *small]))
         grown = lib.sqlite3_memory_highwater(0) - before
         # Through SQLite's JSON functions this took about fourteen times the text; as
         # parameters about four (FTS5's own pending index of the document included).
@@ -137,7 +136,7 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
             hits = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (query,))
             assert hits.fetchone()[0] == 1, (table, query)
         # Taken out again, its words go with it (the contentless tables are told them).
-        store.apply([], ["/r/big.h"])
+        store.apply(Batch(deletes=["/r/big.h"]))
         for table in documents.TABLES:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
         vocabulary = {t for (t,) in conn.execute(f"SELECT term FROM {schema.VOCABULARY}")}
@@ -149,15 +148,15 @@ def test_a_large_document_is_written_in_a_few_times_its_size(tmp_path: Path) -> 
 
 def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: Path) -> None:
     lib = _sqlite_library()
-    store = Store(tmp_path / "index.sqlite3", Roots(()))
+    store = Store(tmp_path / "index.sqlite3")
     store.open()
     try:
         conn = store.writer
-        store.apply([note("warm.md", "warm up")], [])
+        store.apply(Batch([note("warm.md", "warm up")]))
         big = identifiers(60_000, seed=3)  # 3.2 MB, about 180,000 distinct terms
         before = lib.sqlite3_memory_used()
         lib.sqlite3_memory_highwater(1)
-        store.apply([note("big.h", big)], [])
+        store.apply(Batch([note("big.h", big)]))
         grown = lib.sqlite3_memory_highwater(0) - before
         # Each table's pending terms written out before the next table's come: 25 times
         # the text; with docs' still held while docs_exact took the same words, 37 times.
@@ -165,7 +164,7 @@ def test_the_tables_of_a_large_document_never_hold_its_terms_at_once(tmp_path: P
         # Written out inside the transaction, not at its commit.
         conn.execute("BEGIN")
         segments = conn.execute("SELECT count(*) FROM docs_data").fetchone()[0]
-        _, doc = note("big2.h", big.lower())
+        doc = note("big2.h", big.lower()).given
         assert isinstance(doc, Document)
         documents.insert(conn, [documents.entry(99, doc)])
         assert conn.execute("SELECT count(*) FROM docs_data").fetchone()[0] > segments

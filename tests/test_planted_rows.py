@@ -16,11 +16,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import Backend, MakeDaemon, Store, note, write
+from conftest import Backend, MakeDaemon, Store, note, reading, write
 from grep_helpers import needs_rg
 from kbindex.daemon.engine import sqlite
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
-from kbindex.daemon.roots import Roots
 from kbindex.proto.client import DaemonError
 from kbindex.proto.messages import Grep, GrepReply
 
@@ -122,10 +122,10 @@ def test_passages_to_embed_are_read_from_the_roots_only(tmp_path: Path) -> None:
     file outside the roots is nothing; the file inside is read."""
     root, hidden = tmp_path / "root", tmp_path / "hidden"
     write(hidden / "secret.md", f"{WORD} {SECRET}\n")
-    store = Store(tmp_path / "index.sqlite3", Roots((root,)))
+    store = Store(tmp_path / "index.sqlite3", reading(root))
     store.open()
     try:
-        store.apply([note("a.md", f"{WORD} inside\n", root), note("b.md", WORD, root)], [])
+        store.apply(Batch([note("a.md", f"{WORD} inside\n", root), note("b.md", WORD, root)]))
         with store.reader() as conn:
             ids = dict(conn.execute("SELECT path, id FROM files").fetchall())
         store.writer.execute(

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from conftest import Daemon, wait_exit, wait_for, write
 from grep_helpers import Case, grep
+from kbindex.daemon.backends import BACKENDS
 from kbindex.daemon.backends.postgres import schema
 from kbindex.proto.client import DaemonError
 
@@ -580,7 +581,7 @@ def test_a_config_file_holding_a_dsn_is_refused_when_others_may_change_or_read_i
 
     config.write_text('backend = "postgres"\ndsn = "postgresql://kb@db.example/kb"\n')
     parser = argparse.ArgumentParser()
-    settings.add_arguments(parser)
+    settings.add_arguments(parser, tuple(BACKENDS))
     args = parser.parse_args(["--config", str(config), "--state-dir", str(tmp_path / "s")])
     assert settings.load(args, environ={}).dsn == "postgresql://kb@db.example/kb"
 

@@ -12,11 +12,12 @@ from conftest import note
 from kbindex.daemon.backends.sqlite import prefixes, searcher
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.index.plan import Filters, PathFilter
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.searching.query import to_plan
 
 
 def add(store: Store, **docs: str) -> None:
-    store.apply([note(f"{name}.md", text) for name, text in docs.items()], [])
+    store.apply(Batch([note(f"{name}.md", text) for name, text in docs.items()]))
 
 
 def found(store: Store, query: str, mode: str = "auto", limit: int = 100) -> list[str]:

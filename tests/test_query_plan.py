@@ -6,7 +6,7 @@ any text (Hypothesis).
 The old code is kept verbatim in ``frozen/`` (``daemon/searching/query.py`` and
 ``daemon/backends/postgres/tsquery.py`` at d209e23). It cannot drift: each copy's git
 blob id is checked here against the one ``git rev-parse d209e23:<path>`` prints. Both
-old and new read the same tokenizer (``indexing.tokens``), which is what they share.
+old and new read the same tokenizer (``index.tokens``), which is what they share.
 
 One difference, on purpose: the old code gave ``all`` mode a fallback that was the same
 expression without its parentheses (one short CJK term, every excluded term a prefix:
@@ -28,8 +28,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kbindex.daemon import indexing
 from kbindex.daemon.backends.postgres import render as tsquery
 from kbindex.daemon.backends.sqlite import render as fts5
+from kbindex.daemon.index import tokens
 from kbindex.daemon.searching.query import BadQuery, to_plan
 
 FROZEN = Path(__file__).parent / "frozen"
@@ -38,6 +40,7 @@ BLOBS = {
     "tsquery_d209e23.py": "44f6a9ff05886cba53945bb1cbef042f49eda859",
 }
 MODES = ("auto", "all", "any", "raw")
+OLD_TOKENS = "kbindex.daemon.indexing.tokens"
 
 
 def _load(name: str, replacing_query: ModuleType | None = None) -> ModuleType:
@@ -49,10 +52,16 @@ def _load(name: str, replacing_query: ModuleType | None = None) -> ModuleType:
     current = sys.modules[key]
     if replacing_query is not None:  # the old tsquery imports the old query's Compiled
         sys.modules[key] = replacing_query
+    # The tokenizer moved into the seam (index.tokens) since: the old code imports it
+    # from where it was then.
+    sys.modules[OLD_TOKENS] = tokens
+    setattr(indexing, "tokens", tokens)  # noqa: B010
     try:
         spec.loader.exec_module(module)
     finally:
         sys.modules[key] = current
+        del sys.modules[OLD_TOKENS]
+        delattr(indexing, "tokens")
     return module
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Final
 
 import pytest
-from conftest import Daemon, MakeDaemon, note, wait_exit, wait_for, write
+from conftest import Daemon, MakeDaemon, note, reading, wait_exit, wait_for, write
 from kbindex.daemon.backends.sqlite import schema, searcher
 from kbindex.daemon.backends.sqlite.database import open_checked
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.roots import Roots
+from kbindex.daemon.index.values import Batch
 from kbindex.daemon.searching.query import to_plan
 from kbindex.proto.client import Client, ClientError
 from kbindex.proto.messages import StatusReply
@@ -281,18 +281,18 @@ def test_an_older_index_today_cannot_read_answers_nothing_of_its_own(tmp_path: P
     """A file of schema 9 (no kind, fields or links) is not read: searches answer from
     the new file as it fills, and it replaces the old one once built."""
     db = tmp_path / "index.sqlite3"
-    first = Store(db, Roots((tmp_path,)))
+    first = Store(db, reading(tmp_path))
     first.open()
-    first.apply([note("a.md", "walrus")], [])
+    first.apply(Batch([note("a.md", "walrus")]))
     first.close()
     _to_v9(db)
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     try:
         opened = s.open()
         assert opened.state == "afresh" and f"schema version {OLD}" in opened.reason
         with s.reader() as conn:
             assert _found(conn, "walrus") == []
-        s.apply([note("a.md", "otter")], [])
+        s.apply(Batch([note("a.md", "otter")]))
         with s.reader() as conn:
             assert _found(conn, "otter") == ["a.md"] and _found(conn, "walrus") == []
         s.built()
@@ -309,14 +309,14 @@ def older(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
     previous one had today's tables: the machinery is kept for the next change that
     today's reads understand."""
     db = tmp_path / "index.sqlite3"
-    first = Store(db, Roots((tmp_path,)))
+    first = Store(db, reading(tmp_path))
     first.open()
-    first.apply([note("a.md", "walrus")], [])
+    first.apply(Batch([note("a.md", "walrus")]))
     first.close()
     previous = schema.SCHEMA_VERSION - 1
     monkeypatch.setattr(schema, "READABLE_SINCE", previous)
     _set_version(db, previous)
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     assert s.open().state == "beside"
     try:
         yield s
@@ -329,7 +329,7 @@ def test_a_search_on_the_old_file_ends_there_before_the_new_one_takes_over(
 ) -> None:
     """The takeover deletes the old file's log and renames the new file over it: it
     waits for a search still reading the old one, which answers from it whole."""
-    older.apply([note("a.md", "otter")], [])
+    older.apply(Batch([note("a.md", "otter")]))
     taken: list[BaseException | None] = []
 
     def take_over() -> None:
@@ -356,7 +356,7 @@ def test_a_search_on_the_old_file_ends_there_before_the_new_one_takes_over(
 def test_damage_found_while_rebuilding_starts_the_rebuild_afresh(older: Store) -> None:
     """Damage met while the old file answers and the new one fills: both are moved
     aside (which one is damaged is not known), and the new one answers as it fills."""
-    older.apply([note("b.md", "otter")], [])
+    older.apply(Batch([note("b.md", "otter")]))
     generation = older.generation
     older.rebuild("database disk image is malformed")
     assert older.generation > generation
@@ -365,7 +365,7 @@ def test_damage_found_while_rebuilding_starts_the_rebuild_afresh(older: Store) -
     assert "malformed" in older.recovered and older.rebuilding
     with older.reader() as conn:
         assert _found(conn, "walrus") == [] and _found(conn, "otter") == []
-    older.apply([note("b.md", "otter")], [])
+    older.apply(Batch([note("b.md", "otter")]))
     older.built()
     with older.reader() as conn:
         assert _found(conn, "otter") == ["b.md"]
@@ -379,7 +379,7 @@ def test_a_file_left_before_its_tables_were_made_is_a_first_start(tmp_path: Path
     conn = sqlite.connect(db)
     conn.execute("PRAGMA journal_mode = WAL")  # what the first start had written
     conn.close()
-    s = Store(db, Roots((tmp_path,)))
+    s = Store(db, reading(tmp_path))
     assert s.open().state == "ready"
     try:
         assert not s.rebuilding and not s.beside.exists()

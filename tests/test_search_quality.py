@@ -13,17 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, note, write
+from conftest import Daemon, note, reading, renaming, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite import documents, schema, searcher
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.indexing import tokens
+from kbindex.daemon.index import tokens
+from kbindex.daemon.index.values import Batch, Move, Seen, Update
 from kbindex.daemon.indexing.documents import prepare
-from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.indexing.textfile import Loaded, decode
-from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 
 SYLLABLES = [
@@ -334,7 +333,7 @@ def test_no_mixed_input_raises(tables: sqlite.Connection, pieces: list[str], mod
 
 
 def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
-    s = Store(tmp_path / "index.sqlite3", Roots((tmp_path,)))
+    s = Store(tmp_path / "index.sqlite3", reading(tmp_path))
     s.open()
     tables = ((s.writer, "docs"), (s.writer, "docs_exact"))
 
@@ -347,10 +346,17 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
     try:
         text = "def parseHttpRequest(): pass  # 東京都\n"
         r = tmp_path / "r"
-        s.apply([note("a.py", text, r)], [])
+        s.apply(Batch([note("a.py", text, r)]))
         write(r / "renamed" / "moved.py", text)  # the rename, on disk
         (r / "a.py").unlink()
-        assert s.move(f"{r}/a.py", f"{r}/renamed/moved.py", str(r)) == 1
+        assert (
+            s.apply(
+                Batch(
+                    moves=[Move(f"{r}/a.py", f"{r}/renamed/moved.py", str(r))], renamer=renaming(r)
+                )
+            )
+            == 1
+        )
         with s.reader() as conn:
             found = conn.execute(
                 "SELECT f.relpath FROM docs_exact d JOIN files f ON f.id = d.rowid"
@@ -359,11 +365,13 @@ def test_documents_keep_both_tables_consistent(tmp_path: Path) -> None:
         assert found == [("renamed/moved.py",)]
         check("moved AND parse", 1)
         check("a", 0)  # the old name is gone from both
-        s.apply([], [f"{r}/renamed/moved.py"])
+        s.apply(Batch(deletes=[f"{r}/renamed/moved.py"]))
         check("parse OR moved", 0)
         # A root removed at runtime leaves neither table holding its words.
         seen = Seen(path="/r2/b.md", root="/r2", size=len(text), mtime_ns=1)
-        s.apply([(seen, prepare("b.md", Loaded(text, "utf-8", "", len(text), 1)))], [])
+        s.apply(
+            Batch([Update(seen, prepare("b.md", Loaded(text, "utf-8", "", len(text), 1)), "doc")])
+        )
         check("parse* OR 東京", 1)
         assert s.forget("/r2") == 1
         check("parse* OR 東京", 0)

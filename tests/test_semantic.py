@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Backend, Daemon, MakeDaemon, wait_for, with_writable_root, write
+from conftest import Backend, Daemon, MakeDaemon, reading, wait_for, with_writable_root, write
 from kbindex.ctl import render
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.engine import sqlite
@@ -410,7 +410,7 @@ async def test_the_embedder_takes_a_new_file_when_its_commit_is_announced(
     root = tmp_path / "root"
     write(root / "table.md", GRID)
     roots = Roots([root])
-    index = SqliteIndex(tmp_path / "index.sqlite3", roots)
+    index = SqliteIndex(tmp_path / "index.sqlite3", reading(*roots.paths))
     index.open()
     health, commits = Health(), Commits()
     rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())

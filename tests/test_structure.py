@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from kbindex.daemon.backends import BACKENDS
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import Grep, GrepReply
 
@@ -240,7 +241,7 @@ def test_kind_settings_that_cannot_be_used_are_refused(
     config = tmp_path / "config.toml"
     config.write_text(f'roots = ["{root}"]\n' + table.replace("ROOT", str(root)))
     parser = argparse.ArgumentParser()
-    settings.add_arguments(parser)
+    settings.add_arguments(parser, tuple(BACKENDS))
     args = parser.parse_args(["--config", str(config), "--state-dir", str(tmp_path / "s")])
     with pytest.raises(settings.SettingsError, match=why):
         settings.load(args, {})

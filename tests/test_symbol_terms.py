@@ -10,7 +10,7 @@ import pytest
 from conftest import Daemon, MakeDaemon, write
 from kbindex.daemon.backends.sqlite import schema
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.indexing import tokens
+from kbindex.daemon.index import tokens
 from kbindex.daemon.searching.passages import best_passage
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 

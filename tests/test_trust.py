@@ -31,6 +31,7 @@ import anyio
 import pytest
 from conftest import Daemon, MakeDaemon, write
 from kbindex.daemon import app, settings
+from kbindex.daemon.backends import BACKENDS
 from kbindex.daemon.serving.instance import UnsafeStateDirectory, check_state_dir
 from kbindex.proto.address import default_socket_path
 from kbindex.proto.blocking import BlockingClient
@@ -531,7 +532,7 @@ def test_lookup_skips_a_runtime_directory_that_is_not_the_users(tmp_path: Path) 
 
 def test_log_level_is_case_insensitive(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
-    settings.add_arguments(parser)
+    settings.add_arguments(parser, tuple(BACKENDS))
     config = write(tmp_path / "config.toml", "")
     base = [str(tmp_path), "--state-dir", str(tmp_path / "s"), "--config", str(config)]
     given = settings.load(parser.parse_args([*base, "--log-level", "INFO"]), {})

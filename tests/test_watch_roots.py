@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Daemon, MakeDaemon, wait_for, write
 from kbindex.ctl import roots as roots_cmd
+from kbindex.daemon.backends import BACKENDS
 from kbindex.daemon.config_file import ConfigError, persist_add, persist_remove
 from kbindex.daemon.settings import Settings, SettingsError, add_arguments, load
 from kbindex.proto.blocking import BlockingClient
@@ -246,7 +247,7 @@ async def _log_line(d: Daemon, text: str) -> str:
 
 def _settings(argv: list[str], env: dict[str, str] | None = None) -> Settings:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    add_arguments(parser, tuple(BACKENDS))
     return load(parser.parse_args(argv), env or {"XDG_CONFIG_HOME": "/nonexistent"})
 
 

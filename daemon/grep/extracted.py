@@ -39,10 +39,14 @@ class Documents:
     """Which candidates are documents, and their text for ripgrep."""
 
     def __init__(
-        self, state_dir: Path, within: textfile.Within, max_bytes: Callable[[], int]
+        self,
+        state_dir: Path,
+        current: Callable[[str, int], str | None],
+        max_bytes: Callable[[], int],
     ) -> None:
         self.state_dir = state_dir
-        self.within = within
+        self.current = current
+        """A document's text as it is now, from the documents' cache (``Texts.current``)."""
         self.max_bytes = max_bytes
         """A document larger than this is not read (the documents' size cap, which a
         reload may change)."""
@@ -87,7 +91,7 @@ class Scratch:
         """The file ripgrep reads for the document ``path`` (a display path): its
         cached text written to the scratch directory; None when there is none (not
         extracted yet, gone, changed, outside the roots). Blocks: run in a thread."""
-        text = textfile.current_text(path, self.documents.within, self.documents.max_bytes() // 2)
+        text = self.documents.current(path, self.documents.max_bytes() // 2)
         if text is None:
             return None
         with self._lock:  # two chunks of a grep may be named at once (``Ahead``)

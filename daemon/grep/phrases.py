@@ -33,9 +33,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from kbindex.daemon.index.tokens import fts5_string
 from kbindex.daemon.index.values import Words as Words
 from kbindex.daemon.indexing.grams import tokens
-from kbindex.daemon.indexing.tokens import fts5_string
 
 MAX_WORDS: Final = 32
 """Words a query keeps, at most: a 4 KB literal needs no 600-word phrase, and fewer

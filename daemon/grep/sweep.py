@@ -13,7 +13,7 @@ searches them on all its threads, as ``rg -uu`` does. So:
    are left out by glob: nothing under them is ever indexed (``ignore``);
 2. ``rg -uu --count`` prints nothing for a file it finds binary after a match (a NUL
    past its first 64 KiB), where ``rg -uu`` prints the lines before the NUL. So the
-   files whose text holds a NUL (``grams.NUL_MARK``), and those changed or new since
+   files whose text holds a NUL (``index.values.NUL_MARK``), and those changed or new since
    they were indexed, are read by name beside the walk (``Candidates.uncounted``);
 3. the first files with a match in path order, enough for ``limit`` lines, are read
    again by name for their lines (``Grepper.run``). Totals are the counts'.

@@ -14,24 +14,25 @@ for the daemon (rebuild, retry later, or a plain bug).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, Plan
 from kbindex.daemon.index.values import (
+    Batch,
     Candidates,
     Checked,
     Described,
+    Document,
     FileState,
     Linked,
     Listing,
     Query,
     Record,
-    SearchResult,
+    Renamed,
     Stamp,
     Stats,
-    Update,
     Words,
 )
 
@@ -65,6 +66,11 @@ class Opened:
     """Why the index is being rebuilt ("" when ready)."""
 
 
+class BadQuery(Exception):
+    """The query cannot be run (raw syntax error, unknown mode, too long, a glob that
+    does not parse or runs past its deadline)."""
+
+
 class NotIndexed(Exception):
     """The path is inside a root but is not an indexed file."""
 
@@ -73,30 +79,42 @@ class TooSlow(Exception):
     """A read ran past its deadline (a grep's candidate files)."""
 
 
+Texts = Callable[[str, int], "str | None"]
+"""The text of an indexed file (its path, its size as indexed) as it is now, or None
+when it cannot be read as text now: handed to an index that keeps no copy of the text
+by the layer that reads files for clients (``searching``), which checks the roots."""
+
+
+class Renamer(Protocol):
+    """What a move needs from above the seam (the indexer's), for each file it moves."""
+
+    def kind(self, root: str, relpath: str) -> str:
+        """The file's kind at its new place (``indexing.kinds``)."""
+        ...
+
+    def read(self, path: str, relpath: str, size: int) -> Renamed | None:
+        """Its document's values under its new name, read from the file now at
+        ``path`` (``size``: as indexed), for an index that keeps no text; None when it
+        cannot be read now."""
+        ...
+
+    def restored(self, relpath: str, title: str, body: str, encoding: str | None) -> Document:
+        """Its document under its new name, made again from the text an index keeps."""
+        ...
+
+
 class Index(Protocol):
     """What the daemon needs of an index. The write side is called from one thread at a
     time (the indexer's writer); the read side from any number of reader threads."""
-
-    recovered: str
-    """Why the index was found damaged and where it was kept, if it was ("" otherwise)."""
-
-    @property
-    def rebuilding(self) -> str:
-        """Why the index is being rebuilt from the files, until it is ready ("" then):
-        answers come from the old index as it was, or from the new one as it fills."""
-        ...
-
-    @property
-    def generation(self) -> int:
-        """Bumped when reads move to another file (``rebuild``, ``built``): a read of an
-        older file says nothing of the new one."""
-        ...
 
     def failure(self, exc: BaseException) -> Failure | None:
         """What an exception raised by this index means (None: not the index's)."""
         ...
 
-    def describe(self) -> Described: ...
+    def describe(self) -> Described:
+        """The backend, where it is, and its condition (recovered, rebuilding, the
+        generation of the file reads see)."""
+        ...
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -131,21 +149,17 @@ class Index(Protocol):
         matches no file and the file is read again."""
         ...
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        """Write one batch, all or nothing."""
-        ...
-
-    def move(self, old: str, new: str, new_root: str) -> int:
-        """Re-key the file ``old``, or every file under it, to ``new``; returns how many."""
+    def apply(self, batch: Batch) -> int:
+        """Write one batch, all or nothing; returns how many files it moved."""
         ...
 
     def forget(self, root: str) -> int:
         """Drop every file of ``root`` (a root removed at runtime); returns how many."""
         ...
 
-    def reclassify(self, root: str) -> int:
-        """Give every file of ``root`` its kind by the rules now in force (a reload that
-        changed them), without reading any file; returns how many changed kind."""
+    def reclassify(self, root: str, kind_of: Callable[[str, str], str]) -> int:
+        """Give every file of ``root`` the kind ``kind_of(root, relpath)`` says (a reload
+        changed the rules), without reading any file; returns how many changed kind."""
         ...
 
     def maintain(self, after: Maintenance) -> None:
@@ -158,12 +172,10 @@ class Index(Protocol):
 
     # ---------------------------------------------------------------- reads
 
-    def search(self, plan: Plan) -> SearchResult:
-        """The best ``plan.limit`` documents of ``plan``, within its filters."""
-        ...
-
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
-        """``search`` as (document id, score) pairs, the total and the mode."""
+        """The best ``plan.limit`` documents of ``plan``, within its filters, as
+        (document id, score) pairs (higher is better), how many match, and the mode
+        that found them (``searching.hits`` shows them)."""
         ...
 
     def files(
@@ -210,8 +222,8 @@ class Index(Protocol):
         ...
 
     def records(self, ids: Sequence[int]) -> list[Record]:
-        """These documents with their text, for those still indexed (in no particular
-        order)."""
+        """These documents with their text (from the index's copy, or read by its
+        ``Texts``), for those still indexed (in no particular order)."""
         ...
 
     def retire_machine(self, name: str) -> int:

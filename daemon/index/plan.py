@@ -24,6 +24,9 @@ title, body: not the spellings derived from them); ``grams``, a run of a script 
 without spaces (Chinese, Japanese, Thai...), matched by its character bigrams."""
 
 _GLOB_CHARS: Final = frozenset("*?[")
+DATE_KEYS: Final = ("created", "date", "updated")
+"""The front matter keys that hold a file's dates (``indexing.frontmatter``), the ones a
+date filter without a key looks at."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,9 @@ class Plan:
     """A preference for recent files, as a half-life in seconds (0: none): each score is
     multiplied by 0.5 ** (age / recency), the age counted from the file's latest front
     matter date, else from its modified time (one dated ahead counts as new)."""
+    boosts: tuple[tuple[str, float], ...] = ()
+    """How much each kind of file counts in ranking: (kind, factor) pairs, each factor at
+    most 1 (``values.Boosts``; the kinds' rules in force, a reload's included)."""
 
     @property
     def empty(self) -> bool:

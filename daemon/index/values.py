@@ -9,8 +9,14 @@ imports nothing of the daemon, so every layer and every backend may use it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar
+
+if TYPE_CHECKING:
+    from kbindex.daemon.index.interface import Renamer
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------- what a scan sees
 
@@ -130,7 +136,7 @@ NO_STRUCTURE: Final = Structure()
 Row = tuple[str, str, str, str, str]
 """The values of a document's full-text columns, in the order ``bm25()`` weights them:
 ``name`` (path relative to its root), ``title``, ``body``, ``subwords`` and ``grams``
-(``indexing.tokens``)."""
+(``index.tokens``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,9 +156,50 @@ class Document:
     structure: Structure = NO_STRUCTURE
 
 
-Update = tuple[Seen, Document | Skipped]
-"""A file seen by a scan and what reading it gave: the document the indexer prepared
-(``indexing.documents.prepare``), or why it is skipped."""
+class Update(NamedTuple):
+    """A file seen by a scan, what reading it gave (the document the indexer prepared,
+    ``indexing.documents.prepare``, or why it is skipped) and its kind
+    (``indexing.kinds``): every value of its rows, so a backend writes them as given."""
+
+    seen: Seen
+    given: Document | Skipped
+    kind: str
+
+
+class Move(NamedTuple):
+    """The file ``old``, or every file under it, re-keyed to ``new`` in ``root``."""
+
+    old: str
+    new: str
+    root: str
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What ``Index.apply`` writes in one transaction: files moved (their rows made
+    again by ``renamer``, which a batch with moves has), files read (written as given),
+    and files gone."""
+
+    updates: Sequence[Update] = ()
+    deletes: Sequence[str] = ()
+    moves: Sequence[Move] = ()
+    renamer: Renamer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Renamed:
+    """A moved document's column values and structure under its new name, for an index
+    that keeps no text (read from the file at its new path); its trigrams do not change
+    with its name."""
+
+    row: Row
+    exact: str
+    structure: Structure
+
+
+Boosts = tuple[tuple[str, float], ...]
+"""How much each kind of file counts in ranking (``indexing.kinds.Classifier.boosts``):
+(kind, factor) pairs, each factor at most 1."""
 
 
 FileValues = tuple[int, int, str | None, str | None, str | None]
@@ -163,7 +210,7 @@ encoding (indexed files), skip reason and detail (skipped files)."""
 def recorded(update: Update) -> tuple[Document | None, FileValues]:
     """What a backend writes for ``update``: the document (None for a skipped file,
     which has none) and the file's values."""
-    seen, given = update
+    seen, given, _ = update
     if isinstance(given, Document):
         loaded = given.loaded
         return given, (loaded.size, loaded.mtime_ns, loaded.encoding, None, None)
@@ -288,13 +335,21 @@ class Checked:
 
 
 class Described(NamedTuple):
-    """What status says of the backend."""
+    """What status says of the backend, and its condition."""
 
     name: str
     server: str
     """The database engine and where it is, never credentials."""
     machine: str = ""
     """This daemon's machine name, in an index several machines share."""
+    recovered: str = ""
+    """Why the index was found damaged and where it was kept, if it was ("" otherwise)."""
+    rebuilding: str = ""
+    """Why the index is being rebuilt from the files, until it is ready ("" then):
+    answers come from the old index as it was, or from the new one as it fills."""
+    generation: int = 0
+    """Bumped when reads move to another file (a rebuild, or the rebuilt index taking
+    over): a read of an older file says nothing of the new one."""
 
 
 # ---------------------------------------------------------------- what a caller asks with
@@ -363,3 +418,31 @@ def order(path: str) -> str:
     # would put '-' before '/'). '/' as NUL, which sorts below any character a name
     # holds, gives that order by plain string comparison (lists of parts are slower).
     return path.replace("/", "\0")
+
+
+# ---------------------------------------------------------------- shared by every backend
+
+NUL_MARK: Final = "000000"
+"""The token of three NULs, which no document's trigrams hold (its NULs are spaces by
+then: ``indexing.documents.row_and_words``), added to those of a text with a NUL in it (past
+the 8 KiB that text detection samples). ``rg -uu --count`` prints nothing for such a
+file once it has matched, so grep's walks (``grep.sweep``) read these by name."""
+STATEMENT_CHARS: Final = 1 << 20
+"""Text per write statement, at most about: bounds the copies a batch makes (the
+statement's text, the database's parse, about three times the text) whatever the batch
+size."""
+
+
+def statements(items: Iterable[T], chars: Callable[[T], int]) -> Iterator[list[T]]:
+    """``items`` in lists of about STATEMENT_CHARS of text each (``chars``: an item's),
+    a statement each: for every backend's writer."""
+    chunk: list[T] = []
+    size = 0
+    for item in items:
+        chunk.append(item)
+        size += chars(item)
+        if size >= STATEMENT_CHARS:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk

@@ -9,17 +9,16 @@ backend a ``Document``; no SQL here, each backend writes documents its own way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kbindex.daemon.index.values import Document, Loaded, Row
-from kbindex.daemon.indexing import grams, structure, tokens
+from kbindex.daemon.index import tokens
+from kbindex.daemon.index.values import NUL_MARK, Document, Loaded, Renamed, Row
+from kbindex.daemon.indexing import grams, structure, textfile
+from kbindex.daemon.indexing.kinds import Classifier
 
-T = TypeVar("T")
-STATEMENT_CHARS: Final = 1 << 20
-"""Text per write statement, at most about: bounds the copies a batch makes (the
-statement's text, the database's parse, about three times the text) whatever the batch
-size."""
+if TYPE_CHECKING:
+    from kbindex.daemon.extracting.extractor import Extractor
 
 
 def prepare(relpath: str, loaded: Loaded) -> Document:
@@ -28,7 +27,7 @@ def prepare(relpath: str, loaded: Loaded) -> Document:
     row, exact = row_and_words(relpath, loaded.title, loaded.text)
     trigrams = grams.of_text(row[2], loaded.encoding)
     if "\x00" in loaded.text:
-        trigrams += f"{grams.NUL_MARK} "
+        trigrams += f"{NUL_MARK} "
     found = structure.of(relpath, loaded.text)
     return Document(loaded, row, exact, trigrams, found)
 
@@ -54,16 +53,28 @@ def _exact(found: dict[bytes, None], subwords: str, grams: str) -> str:
     return "\n".join((tokens.exact_words(found), subwords, grams))
 
 
-def statements(items: Iterable[T], chars: Callable[[T], int]) -> Iterator[list[T]]:
-    """``items`` in lists of about STATEMENT_CHARS of text each (``chars``: an item's),
-    a statement each: for every backend's writer."""
-    chunk: list[T] = []
-    size = 0
-    for item in items:
-        chunk.append(item)
-        size += chars(item)
-        if size >= STATEMENT_CHARS:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
+@dataclass(frozen=True, slots=True)
+class Renaming:
+    """A moved file's rows made again under its new name (``index.Renamer``): its kind
+    from its new path, its document read again from the file within the roots
+    (``within``; a document's text from the cache of ``documents``), or made again from
+    the text a shared index keeps."""
+
+    kinds: Classifier
+    within: textfile.Within
+    documents: Extractor | None = None
+
+    def kind(self, root: str, relpath: str) -> str:
+        return self.kinds.of(root, relpath)
+
+    def read(self, path: str, relpath: str, size: int) -> Renamed | None:
+        text = textfile.current_text(path, self.within, size, self.documents)
+        if text is None:
+            return None
+        row, exact = row_and_words(relpath, textfile.extract_title(text, path), text)
+        return Renamed(row, exact, structure.of(relpath, text))
+
+    def restored(self, relpath: str, title: str, body: str, encoding: str | None) -> Document:
+        # As if loaded again: the file is not read.
+        loaded = Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
+        return prepare(relpath, loaded)

@@ -24,6 +24,7 @@ import re
 from typing import Any, Final
 
 import yaml
+from kbindex.daemon.index.plan import DATE_KEYS
 from kbindex.daemon.index.values import FrontMatter
 
 MAX_BYTES: Final = 64 << 10
@@ -34,7 +35,6 @@ MAX_FIELDS: Final = 200
 MAX_VALUE_CHARS: Final = 200
 """A longer value is kept cut to this length: fields are matched whole, not searched."""
 MAX_TAGS: Final = 200
-DATE_KEYS: Final = ("created", "date", "updated")
 MARKDOWN: Final = frozenset({".md", ".markdown", ".mdown", ".mkd", ".mdx"})
 
 _OPEN = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n")

@@ -26,11 +26,6 @@ _SHIFTS: Final = np.arange(20, -1, -4, dtype=np.uint32)
 """The six hex digits of a 24-bit number, most significant first."""
 
 
-NUL_MARK: Final = "000000"
-"""The token of three NULs, which no document's trigrams hold (its NULs are spaces by
-then: ``documents.row_and_words``), added to those of a text with a NUL in it (past
-the 8 KiB that text detection samples). ``rg -uu --count`` prints nothing for such a
-file once it has matched, so grep's walks (``sweep``) read these by name."""
 MARKS: Final = 1 << 16
 """Positions have this many numbers in the scratch table (2 bytes a cell: half the
 memory of 4-byte cells, each page of the table covering twice the trigrams)."""

@@ -24,9 +24,9 @@ import re
 from collections.abc import Callable
 from typing import Final
 
+from kbindex.daemon.index.plan import DATE_KEYS
 from kbindex.daemon.index.values import FrontMatter
 from kbindex.daemon.indexing.frontmatter import (
-    DATE_KEYS,
     MAX_BYTES,
     MAX_FIELDS,
     MAX_TAGS,

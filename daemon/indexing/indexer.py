@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -40,11 +40,15 @@ from kbindex.daemon.health import (
 )
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index
-from kbindex.daemon.index.values import Update
+from kbindex.daemon.index.values import Batch, Move, Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
+from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.scanner import Pending, Seen, Stamp, Walk, walk
 from kbindex.daemon.roots import Located, Roots
+
+if TYPE_CHECKING:
+    from kbindex.daemon.extracting.extractor import Extractor
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,8 @@ class Indexer:
         commits: Commits | None = None,
         on_damage: Callable[[str], None] | None = None,
         max_document_bytes: int | None = None,
+        kinds: Classifier | None = None,
+        documents: Extractor | None = None,
     ) -> None:
         self.index = index
         self.roots = roots
@@ -108,6 +114,10 @@ class Indexer:
         """Announces each write committed here (this is the index's only writer)."""
         self.on_damage = on_damage or _ignore
         """Called when a write finds the database damaged (the recovery's)."""
+        self.kinds = kinds or Classifier()
+        """Each file's kind, from its root's rules and its path."""
+        self.documents = documents
+        """The documents' reader (None: documents are skipped as binary)."""
 
     async def _write(self, fn: Callable[..., T], *args: object) -> T:
         try:
@@ -192,7 +202,7 @@ class Indexer:
             if scope is None:
                 # Every root scanned into it: an index being rebuilt is complete (before
                 # the scan counts as done: the new index answers once it does).
-                if self.index.rebuilding:
+                if self.index.describe().rebuilding:
                     await self._commit(self.index.built)
                 self.health.record(Scanned(outcome.seconds))
             # Event-driven refreshes (every saved file) log at debug, full scans at info.
@@ -246,7 +256,7 @@ class Indexer:
         if on_progress is not None:
             await on_progress(progress)
         if removed:
-            await self._commit(self.index.apply, [], removed)
+            await self._commit(self.index.apply, Batch(deletes=removed))
         # After the removals: a root that status calls missing holds no files.
         for target, result, count in zip(targets, results, listed, strict=True):
             if target.path == target.root:
@@ -272,9 +282,9 @@ class Indexer:
             async for updates, vanished, count in receive:
                 errors += sum(
                     1
-                    for _, o in updates
-                    if isinstance(o, textfile.Skipped)
-                    and o.reason == textfile.SkipReason.UNREADABLE
+                    for u in updates
+                    if isinstance(u.given, textfile.Skipped)
+                    and u.given.reason == textfile.SkipReason.UNREADABLE
                 )
                 read = len(updates)
                 # Files deleted since the walk: the index drops the rows it has of them.
@@ -292,7 +302,7 @@ class Indexer:
     def _apply(self, updates: list[Update], vanished: list[str]) -> None:
         """Write a batch, then drop it (the lists are emptied: its texts and columns
         are freed here, not when the next batch arrives) and trim the heap."""
-        self._announced(self.index.apply, updates, vanished)
+        self._announced(self.index.apply, Batch(updates, vanished))
         updates.clear()
         vanished.clear()
         heap.trim()
@@ -327,9 +337,9 @@ class Indexer:
     async def move(self, src: Located, dest: Located) -> int:
         """Re-key what the index holds at ``src`` (a file or a directory) to ``dest``."""
         async with self._job:
-            moved = await self._commit(
-                self.index.move, str(src.path), str(dest.path), str(dest.root)
-            )
+            move = Move(str(src.path), str(dest.path), str(dest.root))
+            renaming = documents.Renaming(self.kinds, self.roots.inside, self.documents)
+            moved = await self._commit(self.index.apply, Batch(moves=[move], renamer=renaming))
             self._writable()
             self.health.record(Counted(moved=moved))
             return moved
@@ -360,18 +370,19 @@ class Indexer:
             # Within the roots: a folder on the way swapped for a link since the
             # scan listed it (by someone who may write in a root) leads elsewhere.
             cap = formats.size_cap(seen.path, self.max_file_bytes, self.max_document_bytes)
-            return textfile.load(seen.path, cap, within=self.roots.inside)
+            return textfile.load(seen.path, cap, within=self.roots.inside, documents=self.documents)
         except (textfile.Vanished, textfile.Escaped):
             return None
 
     async def reclassify(self, root: str) -> int:
         """Give the files of ``root`` their kinds by the rules now in force."""
         async with self._job:
-            return await self._commit(self.index.reclassify, root)
+            return await self._commit(self.index.reclassify, root, self.kinds.of)
 
     def _read_batch(self, batch: list[Seen]) -> tuple[list[Update], list[str]]:
         updates: list[Update] = []
         vanished: list[str] = []
+        kind = self.kinds.of
         # Documents are read EXTRACTORS at a time, ahead; text files in order, here.
         ahead = {
             id(seen): self._extracting.submit(self._load, seen)
@@ -401,9 +412,9 @@ class Indexer:
                 if doc.structure.front.problem:
                     # The file is indexed all the same, without its front matter's fields.
                     self.health.record(Problem(seen.path, doc.structure.front.problem))
-                updates.append((seen, doc))
+                updates.append(Update(seen, doc, kind(seen.root, seen.relpath)))
             else:
-                updates.append((seen, outcome))
+                updates.append(Update(seen, outcome, kind(seen.root, seen.relpath)))
         return updates, vanished
 
     def resolve_scope(self, paths: Sequence[str]) -> list[Located]:

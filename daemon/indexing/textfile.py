@@ -36,23 +36,6 @@ NOT_EXTRACTED: Final = "not_extracted"
 """A document whose text the cache does not hold (``load(..., extract=False)``); never
 recorded: the indexer always extracts."""
 
-_documents: Extractor | None = None
-
-
-def read_documents(extractor: Extractor | None) -> None:
-    """Documents are read through ``extractor`` (set once by the app, before any read;
-    None: they are not read, and skipped as binary with the extra that would read them).
-    Why here: this module is the one reader of a file's text, for the indexer and for
-    clients alike, and a document is read after the same checks as any file (the roots,
-    no symlink, the size cap), from the same bytes."""
-    global _documents
-    _documents = extractor
-
-
-def extracted_bytes() -> int:
-    """The size of the documents' cache (0 without one)."""
-    return 0 if _documents is None else _documents.size_bytes()
-
 
 class Vanished(Exception):
     """The file disappeared between being listed and being read."""
@@ -145,13 +128,20 @@ def _check_within(fd: int, within: Within) -> None:
 
 
 def load(
-    path: str, max_bytes: int, within: Within | None = None, extract: bool = True
+    path: str,
+    max_bytes: int,
+    within: Within | None = None,
+    extract: bool = True,
+    documents: Extractor | None = None,
 ) -> Loaded | Skipped:
     """Read ``path`` as text. Raises Vanished if it no longer exists, and Escaped if
     ``within`` refuses its name or the name of the file opened.
 
-    A document (``extracting.formats``) is its extracted text: from the cache, else from
-    a worker when ``extract``, else skipped as NOT_EXTRACTED.
+    A document (``extracting.formats``) is its extracted text, read through
+    ``documents`` (None: not read, skipped as binary with the extra that would read it):
+    from the cache, else from a worker when ``extract``, else skipped as NOT_EXTRACTED.
+    Why here: a document is read after the same checks as any file (the roots, no
+    symlink, the size cap), from the same bytes.
 
     ``path`` may be a display path (``display_path``) of a file whose name is not valid
     UTF-8; a file really named so wins. FIFOs, sockets and devices are never opened: an
@@ -209,14 +199,15 @@ def load(
         return Skipped(
             SkipReason.TOO_LARGE, f"grew past the limit of {max_bytes}", len(data), st.st_mtime_ns
         )
-    return _text(data, st.st_size, st.st_mtime_ns, path, extract)
+    return _text(data, st.st_size, st.st_mtime_ns, path, extract, documents)
 
 
-def _text(data: bytes, size: int, mtime_ns: int, path: str, extract: bool) -> Loaded | Skipped:
+def _text(
+    data: bytes, size: int, mtime_ns: int, path: str, extract: bool, documents: Extractor | None
+) -> Loaded | Skipped:
     kind = formats.kind(path)
     if kind is None:
         return decode(data, size, mtime_ns, path)
-    documents = _documents
     if documents is None or not documents.reads(kind):
         # A web page is text too; a PDF that happens to be ASCII is not worth indexing
         # as its PDF syntax.
@@ -236,17 +227,21 @@ def _text(data: bytes, size: int, mtime_ns: int, path: str, extract: bool) -> Lo
     )
 
 
-def current_text(path: str, within: Within, indexed_size: int) -> str | None:
+def current_text(
+    path: str, within: Within, indexed_size: int, documents: Extractor | None = None
+) -> str | None:
     """The text of an indexed file as it is on disk now, for what is made of it after
     it was indexed (a hit's snippet, the passages search by meaning embeds, its words
     under a new name): the index keeps no copy. None if it cannot be read as text now:
     gone, unreadable, no longer text, outside the roots (``within``: whatever the index
     says of it), or grown past twice its indexed size and 1 MiB (a file edited since it
     was indexed is not worth reading whole for a passage; the indexer reads it again
-    anyway). A document's text comes from the cache alone: a client never waits for
-    an extraction here."""
+    anyway). A document's text comes from the cache of ``documents`` alone: a client
+    never waits for an extraction here. The daemon calls it through ``searching.Texts``,
+    which holds the roots and the documents' reader."""
     try:
-        loaded = load(path, 2 * indexed_size + (1 << 20), within=within, extract=False)
+        cap = 2 * indexed_size + (1 << 20)
+        loaded = load(path, cap, within=within, extract=False, documents=documents)
     except (Vanished, Escaped):
         return None
     return loaded.text if isinstance(loaded, Loaded) else None

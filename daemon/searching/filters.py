@@ -21,10 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from kbindex.daemon.index.plan import DateRange, Filters
-from kbindex.daemon.indexing.frontmatter import DATE_KEYS
+from kbindex.daemon.index.interface import BadQuery
+from kbindex.daemon.index.plan import DATE_KEYS, DateRange, Filters
 from kbindex.daemon.indexing.kinds import KINDS
-from kbindex.daemon.searching.query import BadQuery
 
 _UNITS: Final = {
     "s": 1,

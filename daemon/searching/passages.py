@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Final
 
-from kbindex.daemon.indexing import tokens
+from kbindex.daemon.index import tokens
 from kbindex.daemon.searching import stems
 from kbindex.proto.messages import MATCH_CLOSE, MATCH_OPEN
 

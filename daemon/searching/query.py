@@ -25,8 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.index import tokens
+from kbindex.daemon.index.interface import BadQuery
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, Phrase, Plan, Spelling, Term, term
-from kbindex.daemon.indexing import tokens
 
 MODES: Final = ("auto", "all", "any", "raw")
 MAX_QUERY_CHARS: Final = 2000
@@ -53,10 +54,6 @@ STOPWORDS: Final = frozenset(
     would you your yours yourself yourselves
     """.split()  # noqa: SIM905
 )
-
-
-class BadQuery(Exception):
-    """The query cannot be run (raw syntax error, unknown mode, too long)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,10 @@ import importlib.util
 from collections.abc import Callable
 from typing import Final
 
-from kbindex.daemon.index.interface import Index
+from kbindex.daemon.index.interface import BadQuery, Index
 from kbindex.daemon.index.plan import Plan
 from kbindex.daemon.index.values import SearchResult
-from kbindex.daemon.searching.query import MODES, BadQuery
+from kbindex.daemon.searching.query import MODES
 from kbindex.daemon.semantic import hybrid
 from kbindex.daemon.semantic.embedder import Embedder
 from kbindex.daemon.semantic.encoder import NOT_INSTALLED

@@ -13,11 +13,10 @@ from typing import Final
 from kbindex.daemon.config_file import ConfigError
 from kbindex.daemon.grep import grepper as grep
 from kbindex.daemon.grep import ripgrep
-from kbindex.daemon.index.interface import NotIndexed, TooSlow
+from kbindex.daemon.index.interface import BadQuery, NotIndexed, TooSlow
 from kbindex.daemon.notes.notefile import NoteError
 from kbindex.daemon.recovery import IndexRebuilding
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
-from kbindex.daemon.searching.query import BadQuery
 from kbindex.daemon.serving.control import BadRoot, ConfigRefused
 from kbindex.proto.messages import ErrorCode, ErrorReply
 

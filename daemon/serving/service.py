@@ -35,8 +35,10 @@ from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
 from kbindex.daemon.roots import Located, OutsideRoots, Roots
+from kbindex.daemon.searching import hits
 from kbindex.daemon.searching.explanation import FileState, explain
 from kbindex.daemon.searching.query import to_plan
+from kbindex.daemon.searching.texts import Texts
 from kbindex.daemon.semantic.meaning import BY_MEANING, Meaning
 from kbindex.daemon.serving import replies
 from kbindex.daemon.serving.control import Changed, Control
@@ -136,6 +138,7 @@ class Service:
         recovery: Recovery,
         *,
         readers: Executor,
+        texts: Texts | None = None,
         changes: Changes | None = None,
         meaning: Meaning | None = None,
     ) -> None:
@@ -151,8 +154,10 @@ class Service:
         self.changes = changes
         self.readers = readers
         """The threads the reads of the index run in (READERS of them)."""
+        self.texts = texts or Texts(roots)
+        """The one reader of a file's text for clients (the documents' reader in it)."""
         documents = Documents(
-            control.settings.state_dir, roots.inside, lambda: self.settings.max_document_bytes
+            control.settings.state_dir, self.texts.current, lambda: self.settings.max_document_bytes
         )
         documents.clean()  # what a daemon killed during a grep left
         self.grepper = grep.Grepper(roots, documents=documents)
@@ -169,7 +174,7 @@ class Service:
 
     async def _read(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)``, a read of the index, in a reader thread."""
-        generation = self.index.generation
+        generation = self.index.describe().generation
         try:
             # The loop's own executor hands the call to a thread at once, where anyio's
             # to_thread passes through the event loop twice first (a visible share of a
@@ -180,7 +185,10 @@ class Service:
             )
         except Exception as exc:
             # A read of the index a rebuild just replaced says nothing about the new one.
-            if self.index.failure(exc) == "damaged" and generation == self.index.generation:
+            if (
+                self.index.failure(exc) == "damaged"
+                and generation == self.index.describe().generation
+            ):
                 self.recovery.damaged(str(exc))
             raise
 
@@ -273,9 +281,9 @@ class Service:
     async def status(self) -> StatusReply:
         stats = await self._stats()
         # The documents' extraction cache counts in the index's size (issue 40).
-        extracted = await anyio.to_thread.run_sync(textfile.extracted_bytes)
+        extracted = await anyio.to_thread.run_sync(self.texts.extracted_bytes)
         counts, size_bytes = stats.counts, stats.size_bytes + extracted
-        health = self.health
+        health, described = self.health, self.index.describe()
         return StatusReply(
             version=VERSION,
             pid=os.getpid(),
@@ -293,8 +301,8 @@ class Service:
             roots=self._root_statuses(counts.per_root),
             state_dir=str(self.settings.state_dir),
             socket_path=str(self.settings.socket_path),
-            index_recovered=self.index.recovered,
-            index_rebuilding=self.index.rebuilding,
+            index_recovered=described.recovered,
+            index_rebuilding=described.rebuilding,
             index_error=self.health.index_error,
             config_error=self.control.config_error,
             watch=health.watch_state(),
@@ -304,7 +312,7 @@ class Service:
             files_read=health.files_read,
             files_moved=health.files_moved,
             semantic=await self._read(self.meaning.status),
-            backend=replies.backend(self.index.describe(), counts),
+            backend=replies.backend(described, counts),
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
@@ -323,7 +331,8 @@ class Service:
         limit = _limit(request.limit)
         mode, notes = self.meaning.plan(request.mode)
         plan = to_plan(request.query, "auto" if mode in BY_MEANING else mode, limit=limit)
-        plan = replace(plan, recency=self.filtering.recency(request.recent))
+        boosts = () if self.control.kinds is None else self.control.kinds.boosts
+        plan = replace(plan, recency=self.filtering.recency(request.recent), boosts=boosts)
         filters = self.filtering.of(request)
 
         async def run(path: str | None) -> tuple[SearchResult, list[str]]:
@@ -332,7 +341,7 @@ class Service:
                 return await self._read(
                     self.meaning.search, self.index, filtered, request.query, mode
                 )
-            return await self._read(self.index.search, filtered), []
+            return await self._read(hits.search, self.index, filtered), []
 
         (result, waiting), scoped = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)
@@ -355,14 +364,14 @@ class Service:
 
     async def _pages(self, hits: Sequence[Hit]) -> list[tuple[int, int]]:
         """(page, line in the page) of each hit in a document with pages, else (0, 0):
-        from the cached text (``textfile.current_text``), the one the snippet came from."""
+        from the cached text (``Texts.current``), the one the snippet came from."""
 
         def locate() -> list[tuple[int, int]]:
             found = []
             for h in hits:
                 text = None
                 if formats.kind(h.path) is not None:
-                    text = textfile.current_text(h.path, self.roots.inside, h.size)
+                    text = self.texts.current(h.path, h.size)
                 found.append(pages.locate(text, h.line) if text else (0, 0))
             return found
 
@@ -528,7 +537,7 @@ class Service:
         try:
             settings = self.settings
             cap = formats.size_cap(path, settings.max_file_bytes, settings.max_document_bytes)
-            outcome = textfile.load(path, cap, within=self.roots.inside)
+            outcome = self.texts.load(path, cap)
         except textfile.Vanished:
             raise NotIndexed(f"{path} no longer exists") from None
         except textfile.Escaped:

@@ -5,8 +5,7 @@
 
 from __future__ import annotations
 
-from kbindex.daemon.index.plan import DateRange, Filters
-from kbindex.daemon.indexing.frontmatter import DATE_KEYS
+from kbindex.daemon.index.plan import DATE_KEYS, DateRange, Filters
 
 _NS = 1_000_000_000
 

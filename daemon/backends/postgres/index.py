@@ -38,9 +38,17 @@ from kbindex.daemon.backends.postgres.connections import (
     is_lost,
     unbounded,
 )
-from kbindex.daemon.index.interface import Failure, IndexRefused, Maintenance, Opened
+from kbindex.daemon.index.interface import (
+    Failure,
+    IndexRefused,
+    Maintenance,
+    Opened,
+    Renamer,
+    Texts,
+)
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
+    Batch,
     Candidates,
     Checked,
     Counts,
@@ -49,25 +57,22 @@ from kbindex.daemon.index.values import (
     FileState,
     Linked,
     Listing,
-    Loaded,
+    Move,
     Query,
     Record,
-    SearchResult,
     SkipReason,
     Stamp,
     Stats,
     Update,
     Words,
     recorded,
+    statements,
 )
-from kbindex.daemon.indexing import documents
-from kbindex.daemon.indexing.kinds import Classifier
 from psycopg.conninfo import conninfo_to_dict
 
 if TYPE_CHECKING:
+    from kbindex.daemon.backends import Settings
     from kbindex.daemon.index.plan import Plan
-    from kbindex.daemon.roots import Roots
-    from kbindex.daemon.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,24 +98,21 @@ class PgIndex:
     backend = "postgres"
 
     @classmethod
-    def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> PgIndex:
-        """Each machine's roots are its own; the index reads no file."""
+    def configured(cls, settings: Settings, texts: Texts) -> PgIndex:
+        """Each machine's roots are its own; the index keeps the text and reads no
+        file (``texts`` unused)."""
         return cls(
-            settings.dsn, settings.machine, settings.pg_timeout_seconds, kinds,
-            settings.pg_lease_seconds,
-        )  # fmt: skip
+            settings.dsn, settings.machine, settings.pg_timeout_seconds, settings.pg_lease_seconds
+        )
 
     def __init__(
         self,
         dsn: str,
         machine: str,
         timeout: float = WRITE_SECONDS,
-        kinds: Classifier | None = None,
         lease: float = machines.LEASE_SECONDS,
     ) -> None:
         self.machine = machine
-        self.kinds = kinds or Classifier()
-        """Each file's kind, from its root's rules and its path."""
         self.recovered = ""
         self.rebuilding = ""
         """Never: a shared index changes schema by its owner's ``migrate``."""
@@ -141,7 +143,8 @@ class PgIndex:
 
     def describe(self) -> Described:
         version = f"PostgreSQL {self.server}" if self.server else "PostgreSQL (not reached yet)"
-        return Described("postgres", f"{version} at {self._where}", self.machine)
+        where = f"{version} at {self._where}"
+        return Described("postgres", where, self.machine, self.recovered)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -226,36 +229,44 @@ class PgIndex:
             for path, size, mtime, ctime, ino, dev in rows
         }
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        if not updates and not deletes:
-            return
+    def apply(self, batch: Batch) -> int:
+        moves = [move for move in batch.moves if move.old != move.new]
+        if not batch.updates and not batch.deletes and not moves:
+            return 0
         conn = self._conn()
-        latest = {seen.path: (seen, given) for seen, given in updates}
-        self._claimed |= {seen.root for seen, _ in latest.values()}
-        now = time.time()
         with conn.transaction():
             self._lease.renew(conn)  # and the schema's version: else nothing is written
-            known = dict(
-                conn.execute(
-                    "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
-                    (self.machine, [*deletes, *latest]),
-                ).fetchall()
-            )
-            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
-            conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
-            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
-            files: list[tuple[object, ...]] = []
-            texts: dict[str, Document] = {}
-            for path, (seen, given) in latest.items():
-                doc, values = recorded((seen, given))
-                if doc is not None:
-                    texts[path] = doc
-                signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
-                kind = self.kinds.of(seen.root, seen.relpath)
-                files.append((path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, kind))
-            ids = self._upsert_files(conn, files, now)
-            self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
+            moved = sum(self._move(conn, move, batch.renamer) for move in moves)
+            if batch.updates or batch.deletes:
+                self._write(conn, batch.updates, batch.deletes)
         self._writes += 1
+        return moved
+
+    def _write(self, conn: Connection, updates: Sequence[Update], deletes: Sequence[str]) -> None:
+        latest = {update.seen.path: update for update in updates}
+        self._claimed |= {update.seen.root for update in latest.values()}
+        now = time.time()
+        known = dict(
+            conn.execute(
+                "SELECT path, id FROM kb_files WHERE machine = %s AND path = ANY(%s)",
+                (self.machine, [*deletes, *latest]),
+            ).fetchall()
+        )
+        gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+        conn.execute("DELETE FROM kb_files WHERE id = ANY(%s)", (gone,))
+        conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (list(known.values()),))
+        files: list[tuple[object, ...]] = []
+        texts: dict[str, Document] = {}
+        for path, update in latest.items():
+            doc, values = recorded(update)
+            if doc is not None:
+                texts[path] = doc
+            seen = update.seen
+            signed = [v - _U64 if v >= _U64 // 2 else v for v in (seen.ino, seen.dev)]
+            row = (path, seen.root, seen.relpath, *values, seen.ctime_ns, *signed, update.kind)
+            files.append(row)
+        ids = self._upsert_files(conn, files, now)
+        self._insert_docs(conn, [(ids[p], doc) for p, doc in texts.items()])
 
     def _upsert_files(
         self, conn: Connection, files: list[tuple[object, ...]], now: float
@@ -287,53 +298,47 @@ class PgIndex:
     def _insert_docs(self, conn: Connection, docs: list[tuple[int, Document]]) -> None:
         # Statements of about STATEMENT_CHARS of text each, as in SQLite: a batch's
         # copies (parameters, the server's parse) stay bounded whatever its size.
-        for chunk in documents.statements(docs, lambda item: len(item[1].row[2])):
+        for chunk in statements(docs, lambda item: len(item[1].row[2])):
             writes.insert(conn, chunk)
 
-    def move(self, old: str, new: str, new_root: str) -> int:
-        if old == new:
-            return 0
-        conn = self._conn()
+    def _move(self, conn: Connection, move: Move, renamer: Renamer | None) -> int:
+        old, new, new_root = move
+        assert renamer is not None, "a batch with moves has a renamer"
         self._claimed.add(new_root)
         under = "machine = %s AND (path = %s OR starts_with(path, %s))"
-        with conn.transaction():
-            self._lease.renew(conn)
-            rows = conn.execute(
-                f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
-            ).fetchall()
-            if not rows:
-                return 0
-            moving = [file_id for file_id, _ in rows]
-            conn.execute(
-                f"DELETE FROM kb_files WHERE {under} AND NOT id = ANY(%s)",
-                (self.machine, new, new + "/", moving),
-            )
-            start = len(new_root) + 1
-            paths = [new + path[len(old) :] for _, path in rows]
-            conn.execute(
-                "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
-                " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
-                " AS u(id, path, relpath, kind) WHERE f.id = u.id",
-                (
-                    new_root,
-                    moving,
-                    paths,
-                    [p[start:] for p in paths],
-                    [self.kinds.of(new_root, p[start:]) for p in paths],
-                ),
-            )
-            # The path is part of a document's words (ranked, and derived words): they
-            # are made again from the stored text, never from the file.
-            docs = conn.execute(
-                "SELECT d.id, f.relpath, d.title, d.body, f.encoding FROM kb_docs d"
-                " JOIN kb_files f ON f.id = d.id WHERE d.id = ANY(%s)",
-                (moving,),
-            ).fetchall()
-            conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
-            self._insert_docs(
-                conn, [(i, documents.prepare(r, _stored(t, b, e))) for i, r, t, b, e in docs]
-            )
-        self._writes += 1
+        rows = conn.execute(
+            f"SELECT id, path FROM kb_files WHERE {under}", (self.machine, old, old + "/")
+        ).fetchall()
+        if not rows:
+            return 0
+        moving = [file_id for file_id, _ in rows]
+        conn.execute(
+            f"DELETE FROM kb_files WHERE {under} AND NOT id = ANY(%s)",
+            (self.machine, new, new + "/", moving),
+        )
+        start = len(new_root) + 1
+        paths = [new + path[len(old) :] for _, path in rows]
+        conn.execute(
+            "UPDATE kb_files f SET path = u.path, root = %s, relpath = u.relpath,"
+            " kind = u.kind FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[])"
+            " AS u(id, path, relpath, kind) WHERE f.id = u.id",
+            (
+                new_root,
+                moving,
+                paths,
+                [p[start:] for p in paths],
+                [renamer.kind(new_root, p[start:]) for p in paths],
+            ),
+        )
+        # The path is part of a document's words (ranked, and derived words): they
+        # are made again from the stored text, never from the file.
+        docs = conn.execute(
+            "SELECT d.id, f.relpath, d.title, d.body, f.encoding FROM kb_docs d"
+            " JOIN kb_files f ON f.id = d.id WHERE d.id = ANY(%s)",
+            (moving,),
+        ).fetchall()
+        conn.execute("DELETE FROM kb_docs WHERE id = ANY(%s)", (moving,))
+        self._insert_docs(conn, [(i, renamer.restored(r, t, b, e)) for i, r, t, b, e in docs])
         return len(rows)
 
     def forget(self, root: str) -> int:
@@ -347,7 +352,7 @@ class PgIndex:
         self._writes += 1
         return removed
 
-    def reclassify(self, root: str) -> int:
+    def reclassify(self, root: str, kind_of: Callable[[str, str], str]) -> int:
         conn = self._conn()
         with conn.transaction():
             self._lease.renew(conn)
@@ -356,9 +361,7 @@ class PgIndex:
                 (self.machine, root),
             ).fetchall()
             changed = [
-                (i, kind)
-                for i, relpath, was in rows
-                if (kind := self.kinds.of(root, relpath)) != was
+                (i, kind) for i, relpath, was in rows if (kind := kind_of(root, relpath)) != was
             ]
             conn.execute(
                 "UPDATE kb_files f SET kind = u.kind FROM unnest(%s::bigint[], %s::text[])"
@@ -420,12 +423,9 @@ class PgIndex:
             log.info("the shared index can be reached again")
             return
 
-    def search(self, plan: Plan) -> SearchResult:
-        return self._read(reads.search_result, plan, self._stats(), self.kinds.boosts)
-
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, plan, True, corpus, self.kinds.boosts)
+        rows, total, mode = self._read(reads.search, plan, corpus, plan.boosts)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:
@@ -507,11 +507,6 @@ class PgIndex:
 
     def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
         return self._read(links.links, self.machine, path, direction)
-
-
-def _stored(title: str, body: str, encoding: str | None) -> Loaded:
-    """A stored document's text as if loaded again (``move``: the file is not read)."""
-    return Loaded(text=body, encoding=encoding or "utf-8", title=title, size=0, mtime_ns=0)
 
 
 def _where(dsn: str) -> str:

@@ -18,7 +18,7 @@ import psycopg
 from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.backends.postgres.filters import condition as filters_condition
-from kbindex.daemon.index.interface import TooSlow
+from kbindex.daemon.index.interface import BadQuery, TooSlow
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
     PENDING_PATHS,
@@ -27,15 +27,11 @@ from kbindex.daemon.index.values import (
     Counts,
     File,
     FileState,
-    Hit,
     Indexed,
     Listing,
     Query,
     Record,
-    SearchResult,
 )
-from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import BadQuery
 
 K1: Final = 1.2
 B: Final = 0.75
@@ -132,21 +128,22 @@ def stats(conn: Connection) -> Stats:
 def search(
     conn: Connection,
     plan: Plan,
-    ids_only: bool,
     corpus: Stats,
     boosts: Boosts = (),
 ) -> tuple[list[Any], int, str]:
+    """The best ``plan.limit`` documents' (id, score) rows, how many match, and the mode
+    that found them."""
     query = render.query(plan)
     if query.main is None:
         return [], 0, query.mode
     limit, filters = plan.limit, plan.filters
     try:
-        with conn.transaction():  # one snapshot for the ranking, the count and the text
+        with conn.transaction():  # one snapshot for the ranking and the count
             ranked = partial(_ranked, conn, boosts=boosts, recency=plan.recency)
-            rows = ranked(query.main, limit, filters, ids_only, corpus)
+            rows = ranked(query.main, limit, filters, corpus)
             mode = query.mode
             if not rows and query.fallback is not None:
-                rows = ranked(query.fallback, limit, filters, ids_only, corpus)
+                rows = ranked(query.fallback, limit, filters, corpus)
                 mode = "any"
     except psycopg.errors.QueryCanceled:
         raise BadQuery("the query took too long; make it more specific") from None
@@ -159,7 +156,6 @@ def _ranked(
     expr: render.Expr,
     limit: int,
     filters: Filters,
-    ids_only: bool,
     corpus: Stats,
     boosts: Boosts = (),
     recency: float = 0.0,
@@ -218,14 +214,7 @@ def _ranked(
     if found.phrases:
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)
-    if ids_only:
-        return conn.execute(sql, args).fetchall()
-    return conn.execute(
-        f"""SELECT b.id, {_FILE_COLUMNS}, d.title, d.body, b.score, b.total
-            FROM ({sql}) b JOIN kb_docs d ON d.id = b.id JOIN kb_files f ON f.id = b.id
-            ORDER BY b.score DESC, b.id""",
-        args,
-    ).fetchall()
+    return conn.execute(sql, args).fetchall()
 
 
 _PHRASE_TF: Final = """
@@ -278,17 +267,6 @@ def _phrases(pieces: tuple[int, ...], only: bool) -> str:
         )"""
 
 
-def hits(rows: list[Any], needles: tuple[str, ...]) -> list[Hit]:
-    found = []
-    for _id, path, root, relpath, size, mtime_ns, machine, title, body, score in rows:
-        snippet, line = passages.shown(body, needles)
-        found.append(
-            Hit(path, root, relpath, size, mtime_ns, title, round(score, 4), snippet, line,
-                machine=machine)
-        )  # fmt: skip
-    return found
-
-
 def _boost(boosts: Boosts) -> str:
     """The factor of a document's kind (``kinds.Classifier.boosts``; ``kf`` its files
     row), as in SQLite's ranking."""
@@ -315,11 +293,6 @@ def _recency(half_life: float) -> str:
 
 def _kind_join(boosts: Boosts, recency: float = 0.0) -> str:
     return " JOIN kb_files kf ON kf.id = m.id" if boosts or recency > 0 else ""
-
-
-def search_result(conn: Connection, plan: Plan, corpus: Stats, boosts: Boosts = ()) -> SearchResult:
-    rows, total, mode = search(conn, plan, False, corpus, boosts)
-    return SearchResult(hits(rows, plan.needles), total, mode)
 
 
 def files(

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 
 from kbindex.daemon.backends.postgres.schema import CONFIG, EXACT
+from kbindex.daemon.index import tokens
 from kbindex.daemon.index.plan import Phrase, Plan, Term
-from kbindex.daemon.indexing import tokens
 
 _STEMMED = f"kb_either(phraseto_tsquery('{CONFIG}', kb_stemmable(%s)))"
 _SIMPLE = "phraseto_tsquery('simple', %s)"

@@ -28,6 +28,7 @@ from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import TooSlow
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter
 from kbindex.daemon.index.values import (
+    NUL_MARK,
     PENDING_PATHS,
     RETRY_MTIME_NS,
     And,
@@ -36,7 +37,6 @@ from kbindex.daemon.index.values import (
     Words,
     order,
 )
-from kbindex.daemon.indexing.grams import NUL_MARK
 
 FEW_FILES: Final = 256
 """A phrase that admits at most this many files is not narrowed by the trigrams."""

@@ -7,7 +7,7 @@ keeps the title shown with a hit. Every write goes through here so the four stay
 step.
 
 Columns, in the order ``bm25()`` weights them: ``name`` (path relative to its root),
-``title``, ``body``, ``subwords`` and ``grams`` (see ``indexing.tokens``); the indexer
+``title``, ``body``, ``subwords`` and ``grams`` (see ``index.tokens``); the indexer
 prepares their values (``indexing.documents``).
 
 A batch of documents goes to SQLite as one JSON array in one statement (``json_each``),
@@ -23,8 +23,7 @@ from typing import Final, NamedTuple
 
 import msgspec
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.index.values import Document, Row
-from kbindex.daemon.indexing.documents import statements
+from kbindex.daemon.index.values import Document, Row, statements
 
 COLUMNS: Final = ("name", "title", "body", "subwords", "grams")
 STEMMED: Final = "docs"

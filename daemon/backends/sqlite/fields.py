@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.index.values import Structure
-from kbindex.daemon.indexing.documents import statements
+from kbindex.daemon.index.values import Structure, statements
 
 
 def write(conn: sqlite.Connection, items: Sequence[tuple[int, Structure]]) -> None:

@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
-from kbindex.daemon.index.plan import DateRange, Filters
-from kbindex.daemon.indexing.frontmatter import DATE_KEYS
+from kbindex.daemon.index.plan import DATE_KEYS, DateRange, Filters
 
 _NS = 1_000_000_000
 _CASED = 5

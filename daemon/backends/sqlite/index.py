@@ -1,8 +1,9 @@
 """The default index: one SQLite file, its single writer (``store``) and its readers.
 
 ``Store`` writes; this class adds the read side of ``index.Index``, each read on a
-connection of the reader pool (``readers``), with the SQL in ``searching`` (searcher,
-grep) where the queries are built.
+connection of the reader pool (``readers``), with the SQL in ``searcher`` and
+``candidates`` (grep's). The index keeps no text: what is shown of a file is read by
+the ``Texts`` it was given.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from kbindex.daemon.backends.sqlite.database import is_damage, is_unwritable
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, TITLES, as_json
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes, sqlite
-from kbindex.daemon.index.interface import Failure, IndexRefused
+from kbindex.daemon.index.interface import Failure, IndexRefused, Texts
 from kbindex.daemon.index.plan import NO_FILTERS, Filters
 from kbindex.daemon.index.values import (
     Candidates,
@@ -27,31 +28,21 @@ from kbindex.daemon.index.values import (
     Listing,
     Query,
     Record,
-    SearchResult,
     Stats,
     Words,
 )
-from kbindex.daemon.indexing.textfile import current_text
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from kbindex.daemon.backends import Settings
     from kbindex.daemon.index.plan import Plan
-    from kbindex.daemon.indexing.kinds import Classifier
-    from kbindex.daemon.roots import Roots
-    from kbindex.daemon.settings import Settings
 
 
 class SqliteIndex(Store):
     backend = "sqlite"
 
-    def __init__(self, db_path: Path, roots: Roots, kinds: Classifier | None = None) -> None:
-        super().__init__(db_path, roots, kinds)
-        """The last counts, and ``writes`` when they were counted."""
-
     @classmethod
-    def configured(cls, settings: Settings, roots: Roots, kinds: Classifier) -> SqliteIndex:
-        return cls(settings.db_path, roots, kinds)
+    def configured(cls, settings: Settings, texts: Texts) -> SqliteIndex:
+        return cls(settings.db_path, texts)
 
     def failure(self, exc: BaseException) -> Failure | None:
         if is_damage(exc):
@@ -64,16 +55,12 @@ class SqliteIndex(Store):
         """Nothing to take: the index file is this daemon's alone (``Instance``)."""
 
     def describe(self) -> Described:
-        return Described("sqlite", f"SQLite {sqlite.sqlite_version} at {self.db_path}")
-
-    def search(self, plan: Plan) -> SearchResult:
-        with self.reader() as conn:
-            found = searcher.find(conn, plan, boosts=self.kinds.boosts)
-        return searcher.shown(found, plan, self.roots.inside)
+        where = f"SQLite {sqlite.sqlite_version} at {self.db_path}"
+        return Described("sqlite", where, "", self.recovered, self.rebuilding, self.generation)
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, plan, self.kinds.boosts)
+            return searcher.rank(conn, plan, plan.boosts)
 
     def files(
         self,
@@ -131,8 +118,7 @@ class SqliteIndex(Store):
             ).fetchall()
         # The files are read after the read transaction: the pool's connection is not
         # held through file I/O.
-        within = self.roots.inside
-        return [Record(r[0], File(*r[1:6]), r[6], current_text(r[1], within, r[4])) for r in rows]
+        return [Record(r[0], File(*r[1:6]), r[6], self.texts(r[1], r[4])) for r in rows]
 
     def retire_machine(self, name: str) -> int:
         raise IndexRefused("machines are retired from a shared index (backend postgres) only")

@@ -30,8 +30,8 @@ from typing import Final
 from kbindex.daemon.backends.sqlite.render import Expr
 from kbindex.daemon.backends.sqlite.schema import VOCABULARY
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.indexing import tokens
-from kbindex.daemon.indexing.tokens import fts5_string
+from kbindex.daemon.index import tokens
+from kbindex.daemon.index.tokens import fts5_string
 
 MAX_WORDS: Final = 64
 """Whole words a prefix becomes at most; each is one more phrase bm25 scores per match."""

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from kbindex.daemon.index import tokens
 from kbindex.daemon.index.plan import Phrase, Plan, Spelling, Term
-from kbindex.daemon.indexing import tokens
-from kbindex.daemon.indexing.tokens import fts5_string
+from kbindex.daemon.index.tokens import fts5_string
 
 MAX_RUN_BIGRAMS: Final = 64
 """A longer run of CJK text in a query is cut: a 2,000-character phrase helps no one."""

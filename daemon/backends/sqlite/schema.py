@@ -107,13 +107,13 @@ INSERT INTO docs_grams(docs_grams, rank) VALUES ('automerge', 16);
 # and what git's index compares besides (ctime, inode, device). The full-text tables
 # are contentless and remove a row by its rowid (``engine``): the index keeps no text,
 # snippets come from the files. ``docs`` holds two derived columns
-# (``indexing/tokens.py``): subwords (camelCase parts and joined snake_case forms of
+# (``index/tokens.py``): subwords (camelCase parts and joined snake_case forms of
 # identifiers, the tokens of symbol terms: C++ -> cplusplus) and grams (character
 # bigrams of Chinese, Japanese, Korean, Thai text). A larger hashsize than FTS5's means
 # fewer segments flushed and merged again during a full index; automerge 16 makes
 # merges larger and rarer (``Store.optimize`` merges what is left). ``docs_grams``
 # keeps its column sizes, which ``contentless_delete`` needs; a text holding a NUL
-# marks its trigrams (``grams.NUL_MARK``).
+# marks its trigrams (``index.values.NUL_MARK``).
 # ``files.kind`` is each file's kind (from its path, ``indexing.kinds``); ``fields``
 # holds what a file has besides its words (issue 41): ``source`` 'meta', a front matter
 # key and value; 'tag', a tag, key ''; 'date', a front matter date, ``number`` its POSIX

@@ -18,8 +18,10 @@ from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
 from kbindex.daemon.backends.sqlite.filters import Admitted, condition, lookups
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
+from kbindex.daemon.index.interface import BadQuery
 from kbindex.daemon.index.plan import Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
+    Boosts,
     Counts,
     FileState,
     Hit,
@@ -27,9 +29,6 @@ from kbindex.daemon.index.values import (
     Listing,
     SearchResult,
 )
-from kbindex.daemon.indexing.textfile import Within, current_text
-from kbindex.daemon.searching import passages
-from kbindex.daemon.searching.query import BadQuery
 
 QUERY_DEADLINE_SECONDS: Final = 5.0
 BM25_WEIGHTS: Final = (2.0, 3.0, 1.0, 0.5, 1.0)
@@ -76,42 +75,17 @@ class Deadline:
 
 
 def search(
-    conn: sqlite.Connection,
-    plan: Plan,
-    weights: tuple[float, ...] = BM25_WEIGHTS,
-    within: Within = lambda _path: False,
+    conn: sqlite.Connection, plan: Plan, weights: tuple[float, ...] = BM25_WEIGHTS
 ) -> SearchResult:
-    """``find`` and ``shown`` in one; the snippets come from the files ``within``
-    admits (none by default)."""
-    return shown(find(conn, plan, weights), plan, within)
-
-
-Found = tuple[list[Any], int, str]
-"""What ``find`` found: the best rows, how many documents match, and the mode."""
-
-
-Boosts = tuple[tuple[str, float], ...]
-"""Kinds and the factor on their documents' scores (``kinds.Classifier.boosts``)."""
-
-
-def find(
-    conn: sqlite.Connection,
-    plan: Plan,
-    weights: tuple[float, ...] = BM25_WEIGHTS,
-    boosts: Boosts = (),
-) -> Found:
-    """``search`` up to its snippets, which ``shown`` reads from the files: a caller
-    with a pooled connection gives it back in between. ``boosts``: each kind's factor
-    on its documents' scores (``kinds.Classifier.boosts``)."""
-    return _in_transaction(conn, match(plan), _Query.of(plan, weights, boosts=boosts))
-
-
-def shown(found: Found, plan: Plan, within: Within) -> SearchResult:
-    """The hits of ``found``, each with its passage from the file as it is now (the
-    index keeps no text; a file that cannot be read, or that ``within`` refuses, shows
-    none)."""
-    rows, total, mode = found
-    return SearchResult(_hits(rows, plan.needles, within), total, mode)
+    """The best ``plan.limit`` hits of ``plan`` with their files' rows and no snippet
+    (the daemon's searches rank, then show: ``searching.hits``): for the tests and
+    the benchmarks that measure the ranking alone, with ``weights`` of their own."""
+    rows, total, mode = _in_transaction(conn, match(plan), _Query.of(plan, weights))
+    hits = [
+        Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), "", 1)
+        for _id, path, root, relpath, size, mtime_ns, title, score in rows
+    ]
+    return SearchResult(hits, total, mode)
 
 
 def rank(
@@ -165,16 +139,6 @@ def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[lis
         rows, total = query.run_any(conn, alternatives, excluded)
         return rows, total, "any"
     return rows, total, matched.mode
-
-
-def _hits(rows: list[Any], needles: tuple[str, ...], within: Within) -> list[Hit]:
-    hits = []
-    for _id, path, root, relpath, size, mtime_ns, title, score in rows:
-        snippet, line = passages.shown(current_text(path, within, size) or "", needles)
-        hits.append(
-            Hit(path, root, relpath, size, mtime_ns, title, round(-score, 4), snippet, line)
-        )
-    return hits
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Final
@@ -42,21 +42,18 @@ from kbindex.daemon.backends.sqlite.database import (
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.backends.sqlite.readers import Readers
 from kbindex.daemon.engine import delete_files, disk_bytes, roll_back, sqlite, transaction
-from kbindex.daemon.index.interface import Maintenance, Opened
+from kbindex.daemon.index.interface import Maintenance, Opened, Renamer, Texts
 from kbindex.daemon.index.values import (
     RETRY_MTIME_NS,
+    Batch,
     Document,
+    Move,
     SkipReason,
     Stamp,
     Structure,
     Update,
     recorded,
 )
-from kbindex.daemon.indexing import structure
-from kbindex.daemon.indexing.documents import row_and_words
-from kbindex.daemon.indexing.kinds import Classifier
-from kbindex.daemon.indexing.textfile import current_text, extract_title
-from kbindex.daemon.roots import Roots
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +72,11 @@ def _under(prefix: str) -> tuple[str, str, str]:
 
 
 class Store:
-    def __init__(self, db_path: Path, roots: Roots, kinds: Classifier | None = None) -> None:
+    def __init__(self, db_path: Path, texts: Texts | None = None) -> None:
         self.db_path = db_path
-        self.roots = roots
-        """The daemon's roots: the only place a file is read from for what the index
-        holds of it (``Roots.inside``), whatever its rows say."""
-        self.kinds = kinds or Classifier()
-        """Each file's kind, from its root's rules and its path."""
+        self.texts = texts or _unread
+        """How an indexed file's text is read (the index keeps no copy): by the layer
+        that reads files for clients, which checks the roots."""
         self.checkpoints = Checkpointer(db_path)
         """Copies the write-ahead log into the file, beside the writer."""
         self._writing_to = db_path
@@ -365,10 +360,10 @@ class Store:
             stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*cap, *_under(prefix))))
         return stamps
 
-    def move(self, old: str, new: str, new_root: str) -> int:
+    def _move(self, conn: sqlite.Connection, move: Move, renamer: Renamer | None) -> int:
         """Re-key the file ``old``, or every file under the directory ``old``, to ``new``
-        (in ``new_root``), in one transaction; rows already at the destination are
-        replaced. Returns how many files moved.
+        (in ``new_root``); rows already at the destination are replaced. Returns how
+        many files moved.
 
         Each file keeps its id and ``indexed_at``, so what search by meaning computed of
         it stays, and searches never see it missing. Its words are indexed again under
@@ -376,40 +371,36 @@ class Store:
         (A file edited along the way no longer matches its recorded stamp, so the next
         scan reads it again: a move never loses an edit made with it.)
         """
+        old, new, new_root = move
         if old == new:
             return 0
-        conn = self.writer
-        with self._transaction():
-            rows = conn.execute(
-                f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)
+        assert renamer is not None, "a batch with moves has a renamer"
+        rows = conn.execute(f"SELECT id, path FROM files WHERE {_UNDER}", _under(old)).fetchall()
+        if rows:
+            moving = {file_id for file_id, _ in rows}
+            there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
+            replaced = [i for (i,) in there.fetchall() if i not in moving]
+            self._drop(conn, replaced)
+            conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
+            start = len(new_root) + 1
+            moved = {file_id: new + path[len(old) :] for file_id, path in rows}
+            kind = renamer.kind
+            conn.execute(
+                "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
+                " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                (
+                    new_root,
+                    as_json((i, p, p[start:], kind(new_root, p[start:])) for i, p in moved.items()),
+                ),
+            )
+            indexed = conn.execute(
+                f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
+                (as_json(moved),),
             ).fetchall()
-            if rows:
-                moving = {file_id for file_id, _ in rows}
-                there = conn.execute(f"SELECT id FROM files WHERE {_UNDER}", _under(new))
-                replaced = [i for (i,) in there.fetchall() if i not in moving]
-                self._drop(conn, replaced)
-                conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(replaced),))
-                start = len(new_root) + 1
-                moved = {file_id: new + path[len(old) :] for file_id, path in rows}
-                kind = self.kinds.of
-                conn.execute(
-                    "UPDATE files SET path = j.value->>1, root = ?, relpath = j.value->>2,"
-                    " kind = j.value->>3 FROM json_each(?) AS j WHERE files.id = j.value->>0",
-                    (
-                        new_root,
-                        as_json(
-                            (i, p, p[start:], kind(new_root, p[start:])) for i, p in moved.items()
-                        ),
-                    ),
-                )
-                indexed = conn.execute(
-                    f"SELECT id, size FROM files WHERE skip_reason IS NULL AND id IN {IN_JSON}",
-                    (as_json(moved),),
-                ).fetchall()
-                for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
-                    chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
-                    self._rename(conn, chunk, moved, new_root)
-                self.unmerged += len(rows)
+            for begin in range(0, len(indexed), MOVED_PER_STATEMENT):
+                chunk = indexed[begin : begin + MOVED_PER_STATEMENT]
+                self._rename(conn, chunk, moved, new_root, renamer)
+            self.unmerged += len(rows)
         return len(rows)
 
     def _rename(
@@ -418,6 +409,7 @@ class Store:
         indexed: list[tuple[int, int]],
         moved: dict[int, str],
         new_root: str,
+        renamer: Renamer,
     ) -> None:
         """Index the moved documents ``indexed`` (id, size) again under their new paths
         (``moved``, in ``new_root``). The FTS name column holds the path relative to the
@@ -430,15 +422,13 @@ class Store:
         renamed, unread = [], []
         found: list[tuple[int, Structure]] = []
         for rowid, size in indexed:
-            text = current_text(moved[rowid], self.roots.inside, size)
-            if text is None:
+            again = renamer.read(moved[rowid], moved[rowid][start:], size)
+            if again is None:
                 unread.append(rowid)
                 continue
-            relpath = moved[rowid][start:]
-            row, words = row_and_words(relpath, extract_title(text, moved[rowid]), text)
-            renamed.append(documents.Entry(rowid, row, words, None))
-            # Relative links mean other files from the new folder: read them again.
-            found.append((rowid, structure.of(relpath, text)))
+            renamed.append(documents.Entry(rowid, again.row, again.exact, None))
+            # Relative links mean other files from the new folder: read again too.
+            found.append((rowid, again.structure))
         documents.remove(conn, [e.rowid for e in renamed], keep_grams=True)
         documents.insert(conn, renamed)
         fields.remove(conn, [e.rowid for e in renamed])
@@ -460,14 +450,14 @@ class Store:
             removed = conn.execute("DELETE FROM files WHERE root = ?", (root,)).rowcount
         return int(removed)
 
-    def reclassify(self, root: str) -> int:
+    def reclassify(self, root: str, kind_of: Callable[[str, str], str]) -> int:
         conn = self.writer
         with self._transaction():
             rows = conn.execute("SELECT id, relpath, kind FROM files WHERE root = ?", (root,))
             changed = [
                 (i, kind)
                 for i, relpath, was in rows.fetchall()
-                if (kind := self.kinds.of(root, relpath)) != was
+                if (kind := kind_of(root, relpath)) != was
             ]
             conn.execute(
                 "UPDATE files SET kind = j.value->>1 FROM json_each(?) AS j"
@@ -476,63 +466,75 @@ class Store:
             )
         return len(changed)
 
-    def apply(self, updates: Sequence[Update], deletes: Sequence[str]) -> None:
-        """Write one batch in one transaction: first the files rows and the removal of
-        old documents, then the new documents. Each step is one statement for the whole
-        batch (see ``documents``: per-row statements wait on the GIL)."""
+    def apply(self, batch: Batch) -> int:
+        """Write one batch in one transaction: its moves, then the files rows and the
+        removal of old documents, then the new documents. Each step is one statement for
+        the whole batch (see ``documents``: per-row statements wait on the GIL)."""
         conn = self.writer
-        now = time.time()
-        latest = {seen.path: (seen, given) for seen, given in updates}  # a path once
         with self._transaction():
-            known: dict[str, int] = dict(
-                conn.execute(
-                    f"SELECT path, id FROM files WHERE path IN {IN_JSON}",
-                    (as_json([*deletes, *latest]),),
-                )
+            moved = sum(self._move(conn, move, batch.renamer) for move in batch.moves)
+            if batch.updates or batch.deletes:
+                self._write(conn, batch.updates, batch.deletes)
+        return moved
+
+    def _write(
+        self, conn: sqlite.Connection, updates: Sequence[Update], deletes: Sequence[str]
+    ) -> None:
+        now = time.time()
+        latest = {update.seen.path: update for update in updates}  # a path once
+        known: dict[str, int] = dict(
+            conn.execute(
+                f"SELECT path, id FROM files WHERE path IN {IN_JSON}",
+                (as_json([*deletes, *latest]),),
             )
-            gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
-            self._drop(conn, [*gone, *(known[p] for p in latest if p in known)])
-            conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
-            fresh: list[tuple[object, ...]] = []
-            rewritten: list[tuple[object, ...]] = []
-            docs: dict[str, Document] = {}
-            for path, (seen, given) in latest.items():
-                doc, recorded_values = recorded((seen, given))
-                if doc is not None:
-                    docs[path] = doc
-                # ctime, inode and device as the scan saw them: a change after the scan
-                # leaves them behind the file, so the next scan reads it again.
-                kind = self.kinds.of(seen.root, seen.relpath)
-                values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, kind)
-                if path in known:
-                    rewritten.append((known[path], *values))
-                else:
-                    fresh.append((path, seen.root, seen.relpath, *values))
-            if rewritten:
-                conn.execute(
-                    "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
-                    " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
-                    " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8,"
-                    " kind = j.value->>9 FROM json_each(?) AS j WHERE files.id = j.value->>0",
-                    (now, as_json(rewritten)),
-                )
-            ids = dict(known)
-            if fresh:
-                ids.update(
-                    (path, file_id)
-                    for file_id, path in conn.execute(
-                        "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
-                        " encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
-                        " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
-                        " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,"
-                        " value->>11"
-                        " FROM json_each(?) RETURNING id, path",
-                        (now, as_json(fresh)),
-                    ).fetchall()
-                )
-            documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
-            fields.write(conn, [(ids[p], doc.structure) for p, doc in docs.items()])
-            self.unmerged += len(docs)
+        )
+        gone = [known.pop(p) for p in dict.fromkeys(deletes) if p in known]
+        self._drop(conn, [*gone, *(known[p] for p in latest if p in known)])
+        conn.execute(f"DELETE FROM files WHERE id IN {IN_JSON}", (as_json(gone),))
+        fresh: list[tuple[object, ...]] = []
+        rewritten: list[tuple[object, ...]] = []
+        docs: dict[str, Document] = {}
+        for path, update in latest.items():
+            doc, recorded_values = recorded(update)
+            if doc is not None:
+                docs[path] = doc
+            # ctime, inode and device as the scan saw them: a change after the scan
+            # leaves them behind the file, so the next scan reads it again.
+            seen = update.seen
+            values = (*recorded_values, seen.ctime_ns, seen.ino, seen.dev, update.kind)
+            if path in known:
+                rewritten.append((known[path], *values))
+            else:
+                fresh.append((path, seen.root, seen.relpath, *values))
+        if rewritten:
+            conn.execute(
+                "UPDATE files SET size = j.value->>1, mtime_ns = j.value->>2, indexed_at = ?,"
+                " encoding = j.value->>3, skip_reason = j.value->>4, skip_detail = j.value->>5,"
+                " ctime_ns = j.value->>6, ino = j.value->>7, dev = j.value->>8,"
+                " kind = j.value->>9 FROM json_each(?) AS j WHERE files.id = j.value->>0",
+                (now, as_json(rewritten)),
+            )
+        ids = dict(known)
+        if fresh:
+            ids.update(
+                (path, file_id)
+                for file_id, path in conn.execute(
+                    "INSERT INTO files(path, root, relpath, size, mtime_ns, indexed_at,"
+                    " encoding, skip_reason, skip_detail, ctime_ns, ino, dev, kind)"
+                    " SELECT value->>0, value->>1, value->>2, value->>3, value->>4, ?,"
+                    " value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,"
+                    " value->>11"
+                    " FROM json_each(?) RETURNING id, path",
+                    (now, as_json(fresh)),
+                ).fetchall()
+            )
+        documents.insert(conn, [documents.entry(ids[p], doc) for p, doc in docs.items()])
+        fields.write(conn, [(ids[p], doc.structure) for p, doc in docs.items()])
+        self.unmerged += len(docs)
 
     def size_bytes(self) -> int:
         return sum(disk_bytes(self.db_path))
+
+
+def _unread(path: str, indexed_size: int) -> None:
+    """No file is read (an index with no ``Texts``: its hits show no text)."""
