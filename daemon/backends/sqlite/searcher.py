@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
-from kbindex.daemon.backends.sqlite.documents import EXACT, STEMMED, TITLES
+from kbindex.daemon.backends.sqlite.documents import EXACT, IN_JSON, STEMMED, TITLES, as_json
 from kbindex.daemon.backends.sqlite.filters import Admitted, condition, lookups
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
@@ -161,23 +161,32 @@ class _Query:
         return _Query(plan.limit, plan.filters, weights, ids_only, boosts, recency=plan.recency)
 
     def ranking(self) -> str:
-        """The score of a document of ``d`` (its files row ``f``): bm25, times its
-        kind's factor where ``boosts`` has one (each below 1, so a bound on bm25 is one
-        on the score: ``essential``), and by the decay of its age (``Plan.recency``;
-        at most 1 too)."""
-        score = f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+        """The score of a document of ``d`` (its files row ``f``): bm25, times
+        ``factor`` where there is one."""
+        factor = self.factor()
+        return self.bm25() if factor is None else f"({self.bm25()} * {factor})"
+
+    def bm25(self) -> str:
+        return f"bm25({STEMMED}, {', '.join(str(w) for w in self.weights)})"
+
+    def factor(self) -> str | None:
+        """What a document's bm25 is multiplied by (of its files row ``f``), None for
+        none: its kind's factor where ``boosts`` has one, and the decay of its age
+        (``Plan.recency``). Each is at most 1, so a bound on bm25 is one on the score
+        (``essential``, ``_Query._bounded``)."""
+        parts = []
         if self.boosts:
             # Kinds are KINDS' names and the factors numbers: nothing a client typed.
             cases = " ".join(f"WHEN '{kind}' THEN {factor!r}" for kind, factor in self.boosts)
-            score = f"({score} * CASE f.kind {cases} ELSE 1.0 END)"
+            parts.append(f"CASE f.kind {cases} ELSE 1.0 END")
         if self.recency > 0:
             # A number the daemon computed, not text a client typed.
             dated = (
                 "coalesce((SELECT max(number) FROM fields WHERE file = f.id AND source = 'date'),"
                 " f.mtime_ns / 1e9)"
             )
-            score = f"({score} * pow(0.5, max(0.0, unixepoch() - {dated}) / {self.recency!r}))"
-        return score
+            parts.append(f"pow(0.5, max(0.0, unixepoch() - {dated}) / {self.recency!r})")
+        return " * ".join(parts) or None
 
     def run_any(
         self, conn: sqlite.Connection, alternatives: Alternatives, excluded: tuple[str, ...]
@@ -219,21 +228,22 @@ class _Query:
             checked = self.filters.fields or self.filters.dated
             few = bool(checked) and _few(conn, resolved.match)
             cond, params = files_sql(self.filters, admitted=self.admitted, few=few)
-            # The files row is joined only for a filter or a kind's boost: every
-            # document has one, written in the same transaction, and counting through
-            # the join would look up each match's row.
-            joined = bool(params or self.boosts or self.recency)
-            joined_files = " JOIN files f ON f.id = d.rowid" if joined else ""
+            # The files row is joined only for a filter or a factor (a kind's boost,
+            # recency): every document has one, written in the same transaction, and
+            # counting through the join would look up each match's row.
             checks, exact = _checks(resolved)
-            source = f"{STEMMED} d{joined_files} WHERE {STEMMED} MATCH ? AND {cond}{checks}"
+            where = f"WHERE {STEMMED} MATCH ? AND {cond}{checks}"
+            joined = f"{STEMMED} d JOIN files f ON f.id = d.rowid {where}"
+            plain = joined if params else f"{STEMMED} d {where}"
             args: list[object] = [resolved.match, *params, *exact]
             if has_prefix(match):
                 # A prefix term's phrases (with FTS5's own prefix, a merge of every word
                 # it starts) cost as much to find again as to rank: counted while ranked.
+                source = joined if params or self.factor() else plain
                 rows, total = self._ranked_counted(conn, source, args)
             else:
-                rows = self._ranked_first(conn, source, args, split)
-                total = len(rows) if len(rows) < self.limit else _count(conn, source, args)
+                rows = self._ranked_first(conn, plain, joined, args, split)
+                total = len(rows) if len(rows) < self.limit else _count(conn, plain, args)
         except sqlite.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -246,7 +256,8 @@ class _Query:
     def _ranked_first(
         self,
         conn: sqlite.Connection,
-        source: str,
+        plain: str,
+        joined: str,
         args: list[object],
         split: essential.Split | None,
     ) -> list[Any]:
@@ -254,34 +265,67 @@ class _Query:
         when it decides the ranking, else the whole one. (The unary ``+``: see
         ``_checks``.)"""
         if split is not None and min(self.weights) >= 0:  # the bound needs them so
-            narrowed = (
-                f"{source} AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
+            essential_only = (
+                f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             )
-            rows = self._ranked(conn, narrowed, [*args, split.essential])
+            narrowed = [*args, split.essential]
+            rows = self._ranked(conn, plain + essential_only, joined + essential_only, narrowed)
             if len(rows) == self.limit and split.decides(rows[-1][-1]):
                 return rows
-        return self._ranked(conn, source, args)
+        return self._ranked(conn, plain, joined, args)
 
-    def _ranked(self, conn: sqlite.Connection, source: str, args: list[object]) -> list[Any]:
-        """The best ``limit`` documents of ``SELECT ... FROM source``, with their rowid
-        and what a hit shows of each, best first (by bm25, ties by rowid).
+    def _ranked(
+        self, conn: sqlite.Connection, plain: str, joined: str, args: list[object]
+    ) -> list[Any]:
+        """The best ``limit`` documents of ``SELECT ... FROM joined`` (``plain``: the
+        same documents, without the files row unless a filter needs it), with their
+        rowid and what a hit shows of each, best first (by score, ties by rowid).
 
         Why a subquery rather than ``ORDER BY rank``: SQLite keeps only the best LIMIT
         rows as it scores them, where FTS5 would sort every match; the conditions in
-        ``source`` run before bm25, so only the rows they keep are scored; and the
+        the source run before bm25, so only the rows they keep are scored; and the
         files are read for the rows returned only. No snippet() here: see ``passages``."""
-        ranking = self.ranking()
-        if self.ids_only:
-            sql = f"SELECT d.rowid, {ranking} AS score FROM {source} ORDER BY score, 1 LIMIT ?"
-            return conn.execute(sql, [*args, self.limit]).fetchall()
+        ranked = self._bounded(conn, plain, args) if self.factor() else None
+        if ranked is None:
+            sql = (
+                f"SELECT d.rowid, {self.ranking()} AS score FROM {joined} ORDER BY score, 1 LIMIT ?"
+            )
+            ranked = conn.execute(sql, [*args, self.limit]).fetchall()
+        if self.ids_only or not ranked:
+            return ranked
         sql = f"""
-            SELECT s.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title, s.score
-            FROM (SELECT d.rowid AS id, {ranking} AS score FROM {source}
-                  ORDER BY score, id LIMIT ?) s
-            JOIN {TITLES} t ON t.id = s.id JOIN files f ON f.id = s.id
-            ORDER BY s.score, s.id
+            SELECT f.id, f.path, f.root, f.relpath, f.size, f.mtime_ns, t.title
+            FROM files f JOIN {TITLES} t ON t.id = f.id WHERE f.id IN {IN_JSON}
         """
-        return conn.execute(sql, [*args, self.limit]).fetchall()
+        shown = {row[0]: row for row in conn.execute(sql, [as_json([i for i, _ in ranked])])}
+        return [(*shown[i], score) for i, score in ranked]
+
+    def _bounded(self, conn: sqlite.Connection, plain: str, args: list[object]) -> list[Any] | None:
+        """The best ``limit`` (rowid, score) of a ranking with a ``factor``, found among
+        the best ``window`` documents by bm25 alone, or None when those cannot decide.
+
+        A factor is at most 1 and bm25 at most 0, so no document outside the window
+        scores better than the window's worst bm25: when the ``limit``-th best score
+        inside is better than that, the list is the whole ranking's, without looking
+        up the files row of every match (a common word's thousands)."""
+        if min(self.weights) < 0:
+            return None
+        window = 4 * self.limit + 16
+        sql = f"""
+            WITH w AS MATERIALIZED (
+                SELECT d.rowid AS id, {self.bm25()} AS raw FROM {plain}
+                ORDER BY raw, id LIMIT ?)
+            SELECT w.id, w.raw * {self.factor()} AS score,
+                (SELECT max(raw) FROM w), (SELECT count(*) FROM w)
+            FROM w JOIN files f ON f.id = w.id ORDER BY score, w.id LIMIT ?
+        """
+        rows = conn.execute(sql, [*args, window, self.limit]).fetchall()
+        if not rows:
+            return []
+        worst, inside = rows[0][2], rows[0][3]
+        if inside < window or (len(rows) == self.limit and rows[-1][1] < worst):
+            return [(i, score) for i, score, _, _ in rows]
+        return None
 
     def _ranked_counted(
         self, conn: sqlite.Connection, source: str, args: list[object]
