@@ -100,6 +100,13 @@ def cmd_reindex(client: BlockingClient, args: argparse.Namespace) -> int:
     finally:
         bar.close()
     assert final is not None
+    if final.interrupted:
+        print(
+            f"kbctl: kbindexd stopped during the reindex, after {final.files_changed:,} files"
+            " read; it checks the rest when it starts again",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"done: {final.files_processed:,} files checked, {final.files_changed:,} read, "
         f"{final.files_removed:,} removed, {final.errors:,} errors"

@@ -318,8 +318,10 @@ def _reconfigure(extractor: Extractor, new: Settings) -> None:
 
 def _stopping(service: Service, extractor: Extractor | None) -> None:
     """What a shutdown does first: long polls answer now rather than hold up the drain,
-    and a document being read is given up (read again at the next start)."""
+    a refresh ends after the batch it is writing (its client told so), and a document
+    being read is given up (read again at the next start)."""
     service.notes.wake()
+    service.indexer.stop()
     if extractor is not None:
         extractor.close()
 

@@ -240,7 +240,7 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
 
 def refresh(reply: RefreshReply, scope: str, seconds: float) -> tuple[dict[str, Any], str]:
     structured = {
-        "success": True,
+        "success": not reply.interrupted,
         "scope": scope,
         "files_processed": reply.files_processed,
         "files_changed": reply.files_changed,
@@ -255,6 +255,11 @@ def refresh(reply: RefreshReply, scope: str, seconds: float) -> tuple[dict[str, 
     )
     if reply.errors:
         text += " get_index_stats lists the recent errors."
+    if reply.interrupted:
+        text = (
+            f"kbindexd is stopping: the refresh of {scope} ended early, after "
+            f"{reply.files_changed} file(s) read; the rest is checked when it starts again."
+        )
     return structured, text
 
 

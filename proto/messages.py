@@ -643,6 +643,9 @@ class RefreshReply(Reply, tag="refresh", frozen=True):
     files_changed: int = 0
     files_removed: int = 0
     errors: int = 0
+    interrupted: bool = False
+    """kbindexd began to stop before the refresh was done: what it wrote stays, and the
+    rest is checked when it starts again."""
 
 
 class ReadFileReply(Reply, tag="read_file", frozen=True):

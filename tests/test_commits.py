@@ -11,7 +11,7 @@ import anyio
 import pytest
 from conftest import reading, write
 from kbindex.daemon.backends.sqlite.index import SqliteIndex
-from kbindex.daemon.health import Health
+from kbindex.daemon.health import Health, Progress
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
@@ -108,3 +108,22 @@ async def test_a_commit_before_the_wait_is_not_missed() -> None:
     commits.committed()
     with anyio.fail_after(0):
         assert await commits.changed(since) == 1
+
+
+async def test_a_refresh_ends_after_its_batch_once_the_daemon_stops(
+    indexer: Indexer, tmp_path: Path
+) -> None:
+    # What a SIGTERM does to a refresh a client waits for: the batch being written is
+    # committed, the rest is left for the next start, and the answer says so.
+    root = tmp_path / "root"
+    for i in range(3000):
+        write(root / f"d{i % 30}" / f"f{i}.md", f"text number {i} " * 20)
+
+    async def stop_once_written(progress: Progress) -> None:
+        if progress.phase == "indexing" and progress.done:
+            indexer.stop()
+
+    outcome = await indexer.refresh(full=True, on_progress=stop_once_written)
+    assert outcome.interrupted
+    assert 0 < outcome.changed < 3001
+    assert indexer.index.stats().counts.indexed == outcome.changed

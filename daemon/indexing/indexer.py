@@ -80,6 +80,9 @@ class Outcome:
     removed: int
     errors: int
     seconds: float
+    interrupted: bool = False
+    """The daemon began to stop before every changed file was read (``Indexer.stop``):
+    what was written stays, the rest is read at the next start."""
 
 
 class Indexer:
@@ -109,6 +112,7 @@ class Indexer:
         self._job = anyio.Lock()
         self._writer = anyio.CapacityLimiter(1)
         self._warned: set[tuple[str, str]] = set()
+        self._stopping = False
         self._extracting = ThreadPoolExecutor(EXTRACTORS, thread_name_prefix="extract")
         self.commits = commits or Commits()
         """Announces each write committed here (this is the index's only writer)."""
@@ -199,7 +203,7 @@ class Indexer:
                     self.commits.committed()
             self._writable()
             await self._maintain(outcome)
-            if scope is None:
+            if scope is None and not outcome.interrupted:
                 # Every root scanned into it: an index being rebuilt is complete (before
                 # the scan counts as done: the new index answers once it does).
                 if self.index.describe().rebuilding:
@@ -295,9 +299,21 @@ class Indexer:
                 self.health.record(progress)
                 if on_progress is not None:
                     await on_progress(progress)
-        outcome = Outcome(sum(listed), total, len(removed), errors, time.monotonic() - started)
+                if self._stopping and done < total:
+                    tg.cancel_scope.cancel()  # the read-ahead: nothing more is written
+                    break
+        seconds = time.monotonic() - started
+        if done < total:
+            return Outcome(sum(listed), done, len(removed), errors, seconds, interrupted=True)
+        outcome = Outcome(sum(listed), total, len(removed), errors, seconds)
         self._report_roots(targets, listed, changed, removed, outcome.seconds)
         return outcome
+
+    def stop(self) -> None:
+        """The daemon is stopping: a refresh under way ends after the batch it is
+        writing, so that a client waiting for it gets its answer (``interrupted``)
+        within the shutdown's drain, rather than a cut connection."""
+        self._stopping = True
 
     def _apply(self, updates: list[Update], vanished: list[str]) -> None:
         """Write a batch, then drop it (the lists are emptied: its texts and columns

@@ -462,6 +462,7 @@ class Service:
             files_changed=outcome.changed,
             files_removed=outcome.removed,
             errors=outcome.errors,
+            interrupted=outcome.interrupted,
         )
 
     async def _check_refreshable(self, raw: str, located: Located) -> None:
