@@ -239,7 +239,7 @@ READ_FILE: Final = types.Tool(
     description=(
         "Numbered lines of an indexed file (absolute or relative to an indexed "
         "folder), ~12 KB a call, then start_line=next_start_line (PDF: "
-        "page=next_page). end_line included."
+        "page=next_page)."
     ),
     input_schema={
         "type": "object",

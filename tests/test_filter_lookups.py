@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from kbindex.daemon.backends.sqlite.filters import condition
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.plan import DateRange, Filters
+from kbindex.daemon.index.values import Batch
+from kbindex.daemon.searching import hits as searching
 from kbindex.daemon.searching.query import to_plan
 
 from tests.conftest import Store, note
@@ -44,7 +46,7 @@ def _indexed(store: Store, tmp_path: Path) -> tuple[Path, Path]:
             else:
                 text = SMALL.format(i=i, status=STATUSES[i % len(STATUSES)])
             batch.append(note(f"n{i:03}.md", text, root))
-        store.apply(batch, [])
+        store.apply(Batch(batch))
     return big, small
 
 
@@ -54,11 +56,11 @@ def test_a_small_collection_filtered_fills_its_top_k_inside_a_large_index(
 ) -> None:
     big, small = _indexed(store, tmp_path)
     plan = to_plan("launch", limit=10)
-    everything = store.search(plan)
+    everything = searching.search(store, plan)
     assert {h.root for h in everything.hits} == {str(big)} and everything.total == 315
 
     def found(filters: Filters, question: str = "launch") -> tuple[set[str], int]:
-        result = store.search(replace(to_plan(question, limit=10), filters=filters))
+        result = searching.search(store, replace(to_plan(question, limit=10), filters=filters))
         return {f"{Path(h.root).name}/{h.relpath}" for h in result.hits}, result.total
 
     small_notes = {f"small/n{i:03}.md" for i in range(15)}
