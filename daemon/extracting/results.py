@@ -29,9 +29,12 @@ class Failed(msgspec.Struct, frozen=True):
 
 
 class Request(msgspec.Struct, frozen=True):
+    """What comes before a document's bytes: they follow raw, ``size`` of them (not
+    inside the msgpack, which would copy a document of many MB once more)."""
+
     kind: str
-    data: bytes
     max_chars: int
+    size: int
 
 
 Outcome = Extracted | Failed

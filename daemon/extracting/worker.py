@@ -4,8 +4,9 @@ Started by ``workers`` as ``python -m kbindex.daemon.extracting.worker CPU MEMOR
 sets its own limits before it imports any reader: the address space (RLIMIT_AS) once,
 and before each document a CPU-time limit (RLIMIT_CPU) that many seconds past what it
 has used, so the kernel stops a reader that loops (SIGXCPU). Frames are a 4-byte
-big-endian length and a msgpack ``Request`` or ``Reply``. What a library prints goes
-nowhere: stdout is the frames' alone.
+big-endian length and a msgpack ``Request`` or ``Reply``; a ``Request`` is followed by
+the document's bytes, raw (``Request.size``). What a library prints goes nowhere: stdout
+is the frames' alone.
 
 ``KBINDEX_EXTRACT_TEST_HOOK=1`` (tests only) makes a PDF holding ``%KBINDEX-TEST-LOOP``,
 ``-EAT``, ``-HANG`` or ``-CRASH`` loop, eat memory, sleep or abort: a real PDF that does
@@ -59,12 +60,15 @@ def main(argv: list[str]) -> None:
     while True:
         if not select.select([source], [], [], IDLE_SECONDS)[0]:
             sys.exit(IDLE_EXIT)
-        payload = _frame(source)
-        if payload is None:
+        header = _frame(source)
+        if header is None:
             return
-        request = decoder.decode(payload)
+        request = decoder.decode(header)
+        data = _exactly(source, request.size)
+        if data is None:
+            return
         _limit_cpu(cpu_seconds)
-        outcome = _outcome(request, memory_bytes)
+        outcome = _outcome(request, data, memory_bytes)
         data = encoder.encode(Reply.of(outcome))
         frames.write(len(data).to_bytes(4, "big") + data)
         frames.flush()
@@ -74,7 +78,11 @@ def _frame(source: BinaryIO) -> bytes | None:
     header = source.read(4)
     if len(header) < 4:
         return None
-    size = int.from_bytes(header, "big")
+    return _exactly(source, int.from_bytes(header, "big"))
+
+
+def _exactly(source: BinaryIO, size: int) -> bytes | None:
+    """``size`` bytes, or None when the daemon closed the pipe before sending them."""
     payload = source.read(size)
     return payload if len(payload) == size else None
 
@@ -85,11 +93,11 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, resource.RLIM_INFINITY))
 
 
-def _outcome(request: Request, memory_bytes: int) -> Outcome:
+def _outcome(request: Request, data: bytes, memory_bytes: int) -> Outcome:
     try:
         if _HOOK:
-            _test_hook(request.data)
-        return _read(request)
+            _test_hook(data)
+        return _read(request.kind, data, request.max_chars)
     except TooMuchText as exc:
         return Failed(Reason.OVER_LIMIT, f"output: {exc}")
     except MemoryError:
@@ -100,8 +108,7 @@ def _outcome(request: Request, memory_bytes: int) -> Outcome:
         return Failed(Reason.DAMAGED, f"{type(exc).__name__}: {exc}"[:300])
 
 
-def _read(request: Request) -> Outcome:
-    kind, data, cap = request.kind, request.data, request.max_chars
+def _read(kind: str, data: bytes, cap: int) -> Outcome:
     if kind == "pdf":
         from kbindex.daemon.extracting import pdf
 

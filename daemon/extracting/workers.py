@@ -71,12 +71,12 @@ class Worker:
         """``data`` read as ``kind``; a Failed outcome ends the worker (``alive``)."""
         self.jobs += 1
         deadline = time.monotonic() + self.limits.wall_seconds
-        request = msgspec.msgpack.encode(Request(kind, data, self.limits.max_chars))
+        header = msgspec.msgpack.encode(Request(kind, self.limits.max_chars, len(data)))
         try:
             assert self.proc.stdin is not None
-            # Two writes: a document of many MB is not copied once more to prefix it.
-            self.proc.stdin.write(len(request).to_bytes(4, "big"))
-            self.proc.stdin.write(request)
+            self.proc.stdin.write(len(header).to_bytes(4, "big") + header)
+            # A write of its own: a document of many MB is never copied into a frame.
+            self.proc.stdin.write(data)
             self.proc.stdin.flush()
             outcome = msgspec.msgpack.decode(self._receive(deadline), type=Reply).outcome
         except _Ended as ended:

@@ -13,10 +13,11 @@ writes nothing.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -63,6 +64,9 @@ its bytes (and capped), and a batch of several lets EXTRACTORS read them at once
 EXTRACTORS: Final = 2
 """Documents of a batch read at once, each in its own worker process (bounded on its
 own): extraction is most of a document's cost, and one at a time leaves a core idle."""
+LARGE_DOCUMENT_BYTES: Final = 16 << 20
+"""A document larger than this is read while no other such one is: its bytes stay in the
+daemon until its worker answers, and two of the largest at once exceed its memory budget."""
 PIPELINE_DEPTH: Final = 4
 MIN_SPLIT_FILES: Final = 100
 WARNED_CAP: Final = 10_000
@@ -114,6 +118,7 @@ class Indexer:
         self._warned: set[tuple[str, str]] = set()
         self._stopping = False
         self._extracting = ThreadPoolExecutor(EXTRACTORS, thread_name_prefix="extract")
+        self._large = threading.Lock()
         self.commits = commits or Commits()
         """Announces each write committed here (this is the index's only writer)."""
         self.on_damage = on_damage or _ignore
@@ -382,11 +387,15 @@ class Indexer:
 
     def _load(self, seen: Seen) -> textfile.Loaded | textfile.Skipped | None:
         """``seen`` read (None: it vanished, or leads outside the roots)."""
+        large = seen.size > LARGE_DOCUMENT_BYTES and formats.kind(seen.path) is not None
         try:
             # Within the roots: a folder on the way swapped for a link since the
             # scan listed it (by someone who may write in a root) leads elsewhere.
             cap = formats.size_cap(seen.path, self.max_file_bytes, self.max_document_bytes)
-            return textfile.load(seen.path, cap, within=self.roots.inside, documents=self.documents)
+            with self._large if large else nullcontext():
+                return textfile.load(
+                    seen.path, cap, within=self.roots.inside, documents=self.documents
+                )
         except (textfile.Vanished, textfile.Escaped):
             return None
 
