@@ -34,23 +34,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import common
 from eval_scifact import DATASET, ndcg_at, read_qrels, read_queries, recall_at, write_corpus
 from kbindex.daemon.backends.sqlite.schema import EXACT_TOKENIZER
 from kbindex.daemon.backends.sqlite.searcher import BM25_WEIGHTS, search
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import TOKENIZER, sqlite
 from kbindex.daemon.index import tokens
-from kbindex.daemon.index.values import Batch, Update
 from kbindex.daemon.indexing import textfile
-from kbindex.daemon.indexing.documents import prepare
 from kbindex.daemon.indexing.indexer import BATCH_FILES
-from kbindex.daemon.indexing.kinds import Classifier
-from kbindex.daemon.indexing.scanner import Seen
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching.query import to_plan
 from kbindex.daemon.searching.texts import Texts
-
-KINDS = Classifier()
 
 MAX_FILE_BYTES = 10 * 1024 * 1024
 GRID_NAME = (0.0, 1.0, 2.0, 3.0)
@@ -72,19 +67,7 @@ def index_with_store(root: Path, db_path: Path) -> float:
     store = Store(db_path, Texts(Roots((root,))).current)
     store.open()
     started = time.perf_counter()
-    batch: list[Any] = []
-    for path, _rel in _files(root):
-        st = os.stat(path)
-        seen = Seen(path, str(root), st.st_size, st.st_mtime_ns)
-        loaded = textfile.load(path, MAX_FILE_BYTES)
-        if isinstance(loaded, textfile.Loaded):
-            loaded = prepare(seen.relpath, loaded)
-        batch.append(Update(seen, loaded, KINDS.of(seen.root, seen.relpath)))
-        if len(batch) >= BATCH_FILES:
-            store.apply(Batch(batch))
-            batch = []
-    if batch:
-        store.apply(Batch(batch))
+    common.index_roots(store, [root], max_bytes=MAX_FILE_BYTES, batch=BATCH_FILES)
     seconds = time.perf_counter() - started
     store.close()
     return seconds

@@ -62,26 +62,31 @@ def _ranked(s: Store, query: str, limit: int, boosts: tuple[tuple[str, float], .
     return _kept(ranked)
 
 
+DOCS = st.lists(
+    st.tuples(
+        st.sampled_from(KINDS),
+        st.lists(st.sampled_from(["ant", "bee", "cat", "dog", "eel"]), min_size=1, max_size=12).map(
+            " ".join
+        ),
+    ),
+    min_size=1,
+    max_size=120,
+)
+"""Indexes of up to 120 documents of a few words, each of a kind."""
+EXAMPLES = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
 def _fill(s: Store, docs: list[tuple[str, str]]) -> None:
     """The index holds ``docs`` (kind, text) alone."""
     s.apply(Batch([], [f"/r/d{i}.txt" for i in range(300)]))
     s.apply(Batch([note(f"d{i}.txt", text)._replace(kind=k) for i, (k, text) in enumerate(docs)]))
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(
-    docs=st.lists(
-        st.tuples(
-            st.sampled_from(KINDS),
-            st.lists(
-                st.sampled_from(["ant", "bee", "cat", "dog", "eel"]), min_size=1, max_size=12
-            ).map(" ".join),
-        ),
-        min_size=1,
-        max_size=120,
-    ),
+    docs=DOCS,
     query=st.sampled_from(["ant", "bee", "eel"]),
     limit=st.sampled_from([1, 3, 10]),
 )
@@ -92,20 +97,9 @@ def test_a_boosted_ranking_is_bm25_times_each_kinds_factor(
     assert _ranked(store, query, limit, BOOSTS) == _oracle(store, query, limit, dict(BOOSTS))
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@EXAMPLES
 @given(
-    docs=st.lists(
-        st.tuples(
-            st.sampled_from(KINDS),
-            st.lists(
-                st.sampled_from(["ant", "bee", "cat", "dog", "eel"]), min_size=1, max_size=12
-            ).map(" ".join),
-        ),
-        min_size=1,
-        max_size=120,
-    ),
+    docs=DOCS,
     query=st.sampled_from(["bee cat", "dog eel ant", '"ant bee" cat']),
     limit=st.sampled_from([1, 3, 10]),
 )
