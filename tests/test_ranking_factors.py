@@ -57,8 +57,8 @@ def _oracle(s: Store, query: str, limit: int, boosts: dict[str, float]) -> Ranke
 
 def _ranked(s: Store, query: str, limit: int, boosts: tuple[tuple[str, float], ...]) -> Ranked:
     with s.reader() as conn:
-        plan = replace(to_plan(query, mode="any"), limit=limit)
-        ranked, _, _ = searcher.rank(conn, plan, boosts)
+        plan = replace(to_plan(query, mode="any"), limit=limit, boosts=boosts)
+        ranked, _, _ = searcher.rank(conn, plan)
     return _kept(ranked)
 
 
@@ -124,8 +124,8 @@ def test_a_top_full_of_lowered_documents_is_ranked_in_full(store: Store) -> None
     for limit in (1, 3, 10):
         assert _ranked(store, "ant", limit, BOOSTS) == _oracle(store, "ant", limit, dict(BOOSTS))
     with store.reader() as conn:
-        plan = replace(to_plan("ant", mode="any"), limit=10)
-        best = [i for i, _ in searcher.rank(conn, plan, BOOSTS)[0]]
+        plan = replace(to_plan("ant", mode="any"), limit=10, boosts=BOOSTS)
+        best = [i for i, _ in searcher.rank(conn, plan)[0]]
         kinds = dict(conn.execute("SELECT id, kind FROM files").fetchall())
     assert {kinds[i] for i in best} == {"code"}
     # ...and with no factor the ranking is bm25's own.

@@ -425,7 +425,7 @@ class PgIndex:
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         corpus = self._stats()
-        rows, total, mode = self._read(reads.search, plan, corpus, plan.boosts)
+        rows, total, mode = self._read(reads.search, plan, corpus)
         return [(int(i), float(score)) for i, score in rows], total, mode
 
     def _stats(self) -> reads.Stats:

@@ -129,7 +129,6 @@ def search(
     conn: Connection,
     plan: Plan,
     corpus: Stats,
-    boosts: Boosts = (),
 ) -> tuple[list[Any], int, str]:
     """The best ``plan.limit`` documents' (id, score) rows, how many match, and the mode
     that found them."""
@@ -139,7 +138,7 @@ def search(
     limit, filters = plan.limit, plan.filters
     try:
         with conn.transaction():  # one snapshot for the ranking and the count
-            ranked = partial(_ranked, conn, boosts=boosts, recency=plan.recency)
+            ranked = partial(_ranked, conn, boosts=plan.boosts, recency=plan.recency)
             rows = ranked(query.main, limit, filters, corpus)
             mode = query.mode
             if not rows and query.fallback is not None:

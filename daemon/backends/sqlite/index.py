@@ -60,7 +60,7 @@ class SqliteIndex(Store):
 
     def rank(self, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
         with self.reader() as conn:
-            return searcher.rank(conn, plan, plan.boosts)
+            return searcher.rank(conn, plan)
 
     def files(
         self,

@@ -88,13 +88,11 @@ def search(
     return SearchResult(hits, total, mode)
 
 
-def rank(
-    conn: sqlite.Connection, plan: Plan, boosts: Boosts = ()
-) -> tuple[list[tuple[int, float]], int, str]:
+def rank(conn: sqlite.Connection, plan: Plan) -> tuple[list[tuple[int, float]], int, str]:
     """The best ``plan.limit`` documents' ids with their bm25 score (higher is better),
     how many match, and the mode that found them: ``search`` without the hits' text,
     for fusing with another ranking (``hybrid``)."""
-    query = _Query.of(plan, BM25_WEIGHTS, ids_only=True, boosts=boosts)
+    query = _Query.of(plan, BM25_WEIGHTS, ids_only=True)
     rows, total, mode = _in_transaction(conn, match(plan), query)
     return [(int(i), -float(score)) for i, score in rows], total, mode
 
@@ -155,10 +153,10 @@ class _Query:
     """``Plan.recency``."""
 
     @staticmethod
-    def of(
-        plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False, boosts: Boosts = ()
-    ) -> _Query:
-        return _Query(plan.limit, plan.filters, weights, ids_only, boosts, recency=plan.recency)
+    def of(plan: Plan, weights: tuple[float, ...], *, ids_only: bool = False) -> _Query:
+        return _Query(
+            plan.limit, plan.filters, weights, ids_only, plan.boosts, recency=plan.recency
+        )
 
     def ranking(self) -> str:
         """The score of a document of ``d`` (its files row ``f``): bm25, times
