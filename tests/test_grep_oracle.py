@@ -190,10 +190,14 @@ def build(root: Path, rng: random.Random) -> None:
     )
     # A NUL past ripgrep's first 64 KiB (and past the 8 KiB the indexer samples): rg -uu
     # stops reading there; so must the daemon's ripgrep, also for a file read again.
+    # Past 256 KiB: ripgrep's read buffer, reused from file to file on a thread, grows to
+    # hold bundle.min.js's 100 KB line, and a NUL inside the first read of a file makes
+    # rg print none of its lines; nearer, rg -uu's answer would depend on which file its
+    # thread searched before.
     write(
         root / "legacy" / "late nul.txt",
         b"caf\xe9 lantern\nlantern\n"
-        + b"".join(b"filler line %d zzz\n" % i for i in range(5000))
+        + b"".join(b"filler line %d zzz\n" % i for i in range(15000))
         + b"x\x00y\nlantern after a nul\n",
     )
     write(root / "unicode" / "word edges.txt", (
