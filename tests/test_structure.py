@@ -146,20 +146,24 @@ async def test_a_named_small_root_gets_its_full_top_k(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
     """A scope is applied inside the query: a small collection whose hits rank below
-    every hit of a large one still fills the list."""
-    big, small = tmp_path / "big", tmp_path / "small"
+    every hit of a large one still fills the list. A name given in the configuration
+    wins over another root's folder name."""
+    big, small, folder = tmp_path / "big", tmp_path / "small", tmp_path / "other" / "team"
+    write(folder / "other.md", "# Other\nnothing of that\n")
     for i in range(120):
         write(big / f"n{i}.md", f"# Launch {i}\nlaunch launch launch launch\n")
     for i in range(6):
         write(small / f"s{i}.md", f"# Notes {i}\nlong text " + "filler words " * 80 + "launch\n")
     config = tmp_path / "config.toml"
     config.write_text(f'[root."{small}"]\nname = "team"\ndescription = "The team handbook"\n')
-    d = make_daemon(big, small)
+    d = make_daemon(big, small, folder)
     d.extra_args = ["--config", str(config)]
     await d.start()
     async with d.client() as c:
         everything = await c.search("launch", limit=5)
         assert all(h.root == str(big) for h in everything.hits)
+        with pytest.raises(DaemonError, match=r"\(scopes: big, team\)"):
+            await c.search("launch", scope=["other"])
         scoped = await c.search("launch", limit=5, scope=["team"])
         assert len(scoped.hits) == 5 and scoped.total_hits == 6
         assert {h.root for h in scoped.hits} == {str(small)}

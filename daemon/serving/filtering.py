@@ -10,6 +10,7 @@ answer is empty, so a filtered answer that finds something costs nothing more.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -37,18 +38,15 @@ class Filtering:
 
     def named(self) -> dict[str, str]:
         """Each root's scope name (``name`` in its configuration, else its folder's
-        name) and its path; a folder name two roots share names neither."""
+        name) and its path; a folder name two roots share names neither, and a name
+        given in the configuration wins over another root's folder name."""
         settings = self.settings()
-        names: dict[str, str] = {}
-        shared: set[str] = set()
-        for root in self.roots.paths:
-            given = settings.options_for(root).name
-            name = given or root.name
-            if not given and (name in names or name in shared):
-                names.pop(name, None)
-                shared.add(name)
-                continue
-            names[name] = str(root)
+        given = {root: settings.options_for(root).name for root in self.roots.paths}
+        names = {name: str(root) for root, name in given.items() if name}
+        folders = Counter(root.name for root, name in given.items() if not name)
+        for root, name in given.items():
+            if not name and folders[root.name] == 1 and root.name not in names:
+                names[root.name] = str(root)
         return names
 
     def descriptions(self) -> Callable[[str, str], str]:
