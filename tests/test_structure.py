@@ -131,6 +131,8 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
             ({"kind": ["docs"]}, "unknown kind 'docs'"),
             ({"field": ["status"]}, "is not key=value"),
             ({"modified": "last tuesday"}, "is not a time span"),
+            ({"modified": ""}, "modified filter '' is not a time span"),
+            ({"date": ["due:2024"]}, "'due' is not a front matter date"),
             ({"date": ["created:2024-13"]}, "is not a time span"),
             ({"scope": ["nowhere"]}, "no root is named 'nowhere'"),
         ]:

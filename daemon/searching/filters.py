@@ -40,7 +40,11 @@ _AGO = re.compile(
     re.I,
 )
 _PERIOD = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+_ISO_START = re.compile(r"^\d{4}-?\d{2}")
 _DATE_KEY = re.compile(rf"^({'|'.join(DATE_KEYS)}):(.*)$", re.I)
+_OTHER_KEY = re.compile(r"^([a-z][\w.-]*):", re.I)
+"""A key before a date span that is none of ``DATE_KEYS`` (no ISO date starts with a
+letter)."""
 
 
 class BadFilter(BadQuery):
@@ -65,7 +69,7 @@ def build(
         kinds=tuple(dict.fromkeys(_kind(k) for k in kinds)),
         tags=tuple(dict.fromkeys(_tag(t) for t in tags)),
         fields=tuple(dict.fromkeys(_field(f) for f in fields)),
-        modified=span(modified, now, "modified") if modified and modified.strip() else None,
+        modified=None if modified is None else span(modified, now, "modified"),
         dated=tuple(_dated(d, now) for d in dates),
     )
 
@@ -102,6 +106,12 @@ def _field(field: str) -> tuple[str, str]:
 def _dated(text: str, now: float) -> DateRange:
     named = _DATE_KEY.match(text.strip())
     if named is None:
+        other = _OTHER_KEY.match(text.strip())
+        if other is not None:
+            raise BadFilter(
+                f"date filter {text!r}: {other.group(1)!r} is not a front matter date; name"
+                f" one of {', '.join(DATE_KEYS)} (created:2024) or none (2024)"
+            )
         return span(text, now, "date")
     found = span(named.group(2), now, f"{named.group(1).lower()} date")
     return DateRange(found.after, found.before, named.group(1).lower())
@@ -121,8 +131,9 @@ def span(text: str, now: float, what: str) -> DateRange:
         start, end = _point(text, now)
         return DateRange(start, end if end > start else None)
     except ValueError as exc:
+        why = f" ({exc})" if str(exc) else ""
         raise BadFilter(
-            f"{what} filter {text!r} is not a time span ({exc}): give a time ago (7d,"
+            f"{what} filter {text!r} is not a time span{why}: give a time ago (7d,"
             " '2 weeks'), an ISO date (2024-05-01) or a span (2024-01..2024-03, 30d..)"
         ) from None
 
@@ -155,6 +166,8 @@ def _point(text: str, now: float) -> tuple[float, float]:
         else:
             end = dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC)
         return start.timestamp(), end.timestamp()
+    if not _ISO_START.match(text):
+        raise ValueError  # neither a time ago nor an ISO date: the message says what is
     moment = dt.datetime.fromisoformat(text)  # ValueError says why
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)

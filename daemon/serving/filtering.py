@@ -91,7 +91,7 @@ class Filtering:
             request.kind
             or request.tag
             or request.field
-            or request.modified
+            or request.modified is not None
             or request.date
             or request.scope
         ):
