@@ -56,7 +56,7 @@ FilterValues = Annotated[list[FilterValue], msgspec.Meta(max_length=MAX_FILTER_V
 class Filtered(Request, kw_only=True, frozen=True):
     """Filters on what a file holds besides its words (issue 41), the same for search,
     grep and find_files, applied inside the query (before its limit). Each value that
-    cannot be read is a ``bad_query`` error; a filter no indexed file passes gets a
+    cannot be read is a ``bad_filter`` error; a filter no indexed file passes gets a
     note."""
 
     kind: FilterValues = []
@@ -293,6 +293,9 @@ class ErrorCode:
     UNKNOWN_OP: Final = "unknown_op"
     INVALID_ARGUMENT: Final = "invalid_argument"
     BAD_QUERY: Final = "bad_query"
+    BAD_FILTER: Final = "bad_filter"
+    """A filter value (kind, tag, field, modified, date, scope, recent) that cannot be
+    read; the message says what would be right."""
     BAD_PATTERN: Final = "bad_pattern"
     """A grep pattern the regex engine refuses (the message says where)."""
     UNAVAILABLE: Final = "unavailable"

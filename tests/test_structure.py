@@ -138,7 +138,7 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
         ]:
             with pytest.raises(DaemonError, match=why) as raised:
                 await c.search("launch", **bad)
-            assert raised.value.code == "bad_query"
+            assert raised.value.code == "bad_filter"
         assert (await c.search("launch")).hits  # the daemon serves on
 
 
@@ -192,8 +192,15 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
         assert [f["path"] for f in listed["files"]] == [str(d.root / "src" / "launch.py")]
         grep = await client.call_tool("grep", {"pattern": "launch", "where": "created:2023"})
         assert "notes/review.md" in text(grep) and "plan.md" not in text(grep)
-        bad = await client.call_tool("search", {"query": "launch", "where": "kind:docs"})
-        assert bad.is_error and "unknown kind 'docs'" in text(bad)
+        for tool, args in [
+            ("search", {"query": "launch"}),
+            ("grep", {"pattern": "launch"}),
+            ("find_files", {}),
+        ]:
+            bad = await client.call_tool(tool, {**args, "where": "kind:docs"})
+            assert bad.is_error and text(bad).startswith(
+                "A filter of 'where' cannot be used (unknown kind 'docs'; the kinds are doc,"
+            ), text(bad)
         bad = await client.call_tool("search", {"query": "launch", "where": "alpha"})
         assert bad.is_error and "is not a filter" in text(bad)
 

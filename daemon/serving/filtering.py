@@ -3,7 +3,7 @@ the roots' names and descriptions behind ``scope``, and a note for each filter t
 indexed file passes.
 
 A filter value that cannot be read fails the request (``filters.BadFilter``, a
-``bad_query``); one that can but leaves nothing gets a note, looked for only when an
+``bad_filter``); one that can but leaves nothing gets a note, looked for only when an
 answer is empty, so a filtered answer that finds something costs nothing more.
 """
 
