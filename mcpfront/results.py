@@ -207,7 +207,10 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
     for r in reply.roots:
         detail = f" ({r.detail})" if r.detail else ""
         writable = ", writable (notes can be written here)" if r.writable else ""
-        lines.append(f"- {r.path}: {r.state}, {r.files} files{writable}{detail}")
+        # The scope names a where filter takes, which only the daemon's settings know.
+        scope = f", where scope:{r.scope}" if r.scope else ""
+        described = f" ({r.description})" if r.description else ""
+        lines.append(f"- {r.path}: {r.state}, {r.files} files{writable}{detail}{scope}{described}")
         if r.warning:
             lines.append(f"  Warning: {r.warning}")
     if reply.skipped:

@@ -377,6 +377,11 @@ class RootStatus(msgspec.Struct, kw_only=True):
     warning: str = ""
     """Non-empty when the last scan's ignore rules skipped nearly everything in the
     root: how many, and the rule (with its file and line) that skipped the most."""
+    scope: str = ""
+    """Its name for the ``scope`` filter (``name`` in the configuration, else its
+    folder's name; "" when another root's folder has the same name)."""
+    description: str = ""
+    """What it holds (``description`` in the configuration), as its hits' ``context``."""
 
 
 class SemanticStatus(msgspec.Struct, kw_only=True):

@@ -166,6 +166,13 @@ async def test_a_named_small_root_gets_its_full_top_k(
         assert all(h.root == str(big) for h in everything.hits)
         with pytest.raises(DaemonError, match=r"\(scopes: big, team\)"):
             await c.search("launch", scope=["other"])
+        # Status names each root's scope, so that a client need not guess it.
+        roots = {r.path: (r.scope, r.description) for r in (await c.status()).roots}
+        assert roots == {
+            str(big): ("big", ""),
+            str(small): ("team", "The team handbook"),
+            str(folder): ("", ""),
+        }
         scoped = await c.search("launch", limit=5, scope=["team"])
         assert len(scoped.hits) == 5 and scoped.total_hits == 6
         assert {h.root for h in scoped.hits} == {str(small)}
@@ -173,6 +180,8 @@ async def test_a_named_small_root_gets_its_full_top_k(
         by_folder = await c.search("launch", limit=5, scope=["big"])
         assert {h.root for h in by_folder.hits} == {str(big)} and by_folder.hits[0].context == ""
         assert (await c.find_files("*", scope=["team"], limit=100)).total == 6
+    listed = d.kbctl("roots").stdout
+    assert f"{small}  " in listed and "; --scope team\n    The team handbook\n" in listed
 
 
 @pytest.mark.slow
@@ -184,6 +193,8 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
     d.extra_args = ["--include-ext", "*"]
     await d.start()
     async with mcp_stdio(d.socket) as client:
+        stats = text(await client.call_tool("get_index_stats", {}))
+        assert f"- {d.root}: live, 5 files, where scope:{d.root.name}\n" in stats, stats
         found = structured(
             await client.call_tool("search", {"query": "launch", "where": "tag:alpha status=draft"})
         )

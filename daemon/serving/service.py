@@ -316,13 +316,17 @@ class Service:
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
+        scopes = {path: name for name, path in self.filtering.named().items()}
+        settings = self.settings
         return [
             replies.root_status(
                 str(root),
                 self.health.root(str(root)),
                 files.get(str(root), 0),
                 self.changes.depth_of(str(root)) if self.changes else 0,
-                writable=self.settings.writable(root),
+                writable=settings.writable(root),
+                scope=scopes.get(str(root), ""),
+                description=settings.options_for(root).description,
             )
             for root in self.roots.paths
         ]
