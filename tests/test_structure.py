@@ -183,8 +183,23 @@ async def test_a_named_small_root_gets_its_full_top_k(
     listed = d.kbctl("roots").stdout
     assert f"{small}  " in listed and "; --scope team\n    The team handbook\n" in listed
 
+    # A file moved to another root changes scope; an edited or deleted one follows too.
+    os.rename(small / "s0.md", big / "s0.md")
+    write(small / "s1.md", "# Notes 1\nno longer about that\n")
+    (small / "s2.md").unlink()
+    await d.refresh()
+    async with d.client() as c:
+        scoped = await c.search("launch", limit=5, scope=["team"])
+        assert sorted(h.relpath for h in scoped.hits) == ["s3.md", "s4.md", "s5.md"]
+        assert {h.context for h in scoped.hits} == {"The team handbook"}
+        moved = await c.search("filler launch", limit=5, scope=["big"])
+        assert [(h.root, h.relpath, h.context) for h in moved.hits] == [(str(big), "s0.md", "")]
+        listed = await c.find_files("*", scope=["team"], limit=100)
+        assert sorted(f.relpath for f in listed.files) == ["s1.md", "s3.md", "s4.md", "s5.md"]
+
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDaemon) -> None:
     from mcp_helpers import mcp_stdio, structured, text
 
