@@ -38,7 +38,8 @@ def test_spans(text: str, after: float | None, before: float | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", " ", "..", "last tuesday", "2024-13", "7 parsecs", "20240", "7 fortnights"]
+    "text",
+    ["", " ", "..", "last tuesday", "2024-13", "7 parsecs", "20240", "7 fortnights", "2024..2023"],
 )
 def test_spans_that_cannot_be_read(text: str) -> None:
     with pytest.raises(BadFilter, match="is not a time span") as raised:

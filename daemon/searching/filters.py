@@ -127,6 +127,8 @@ def span(text: str, now: float, what: str) -> DateRange:
             before = _point(last, now)[1] if last.strip() else None
             if after is None and before is None:
                 raise ValueError("both ends are empty")
+            if after is not None and before is not None and after >= before:
+                raise ValueError("it ends before it begins")
             return DateRange(after, before)
         start, end = _point(text, now)
         return DateRange(start, end if end > start else None)
