@@ -127,6 +127,11 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
         assert reply.notes == ["no indexed file passes all of these filters together"]
         listed = await c.find_files("*", field=["owner=nobody"])
         assert listed.notes == ["no indexed file has field owner=nobody"]
+        listed = await c.find_files("*", date=["created:2020", "1999"])
+        assert listed.notes == [
+            "no indexed file has a front matter created date in that span",
+            "no indexed file has a front matter date in that span",
+        ]
         for bad, why in [
             ({"kind": ["docs"]}, "unknown kind 'docs'"),
             ({"field": ["status"]}, "is not key=value"),

@@ -120,7 +120,7 @@ class Filtering:
         if given.modified is not None:
             singles.append(("its modified time in that span", Filters(modified=given.modified)))
         for dated in given.dated:
-            what = f"a front matter {dated.key or 'date'} in that span"
+            what = f"a front matter {dated.key + ' ' if dated.key else ''}date in that span"
             singles.append((what, Filters(dated=(dated,))))
         notes = []
         for what, one in singles:
