@@ -397,6 +397,8 @@ def find_files(
     for info in reply.files:
         item = _file(info)
         line = f"  {info.relpath}  {human_size(info.size)}  {item['last_modified'][:10]}"
+        if info.note:  # what changed lately: which of it an agent's note request did
+            line += "  (written through kbindex)"
         if info.root != root:
             line = f"{info.root.rstrip('/')}/\n{line}"
         cost_json, cost_text = _size(item), len(line) + 1

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import NoteReply, WriteNote
+from mcp_helpers import mcp_stdio, text
 
 from tests.conftest import MakeDaemon, with_writable_root, write
 
@@ -99,6 +100,13 @@ async def test_recent_changes_newest_first_with_notes_written_through_the_daemon
         assert {Path(f.path).name for f in docs.files} == {"by-agent.md", "fresh.md"}
     result = d.kbctl("recent", "60d", "--path", str(notes))
     assert result.returncode == 0, result.stderr
+    # An agent sees it too: find_files with a modified span is kbctl's recent.
+    async with mcp_stdio(d.socket) as client:
+        listed = text(
+            await client.call_tool("find_files", {"glob": str(notes), "where": "modified:7d"})
+        )
+    assert re.search(r"^  by-agent\.md  .*  \(written through kbindex\)$", listed, re.M), listed
+    assert re.search(r"^  fresh\.md  \S+ B  [\d-]+$", listed, re.M), listed
     # A shared index names the machine first (MACHINE:/path).
     lines = [re.sub(r"^[\w.-]+:/", "/", line) for line in result.stdout.splitlines()]
     assert lines[0].startswith(str(notes / "by-agent.md")) and lines[0].endswith("(note)")
