@@ -234,6 +234,10 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
             ), text(bad)
         bad = await client.call_tool("search", {"query": "launch", "where": "alpha"})
         assert bad.is_error and "is not a filter" in text(bad)
+        # A glob beside links: would be dropped without a word: it is refused.
+        args = {"glob": "*.py", "where": "linked-from:notes/plan.md"}
+        bad = await client.call_tool("find_files", args)
+        assert bad.is_error and "leave glob out" in text(bad), text(bad)
 
 
 @pytest.mark.slow
