@@ -90,3 +90,8 @@ def test_a_request_s_filters() -> None:
 def test_values_that_cannot_be_read(given: dict[str, list[str]], why: str) -> None:
     with pytest.raises(BadFilter, match=why):
         build(**given, named={"notes": "/n"}, now=NOW)  # type: ignore[arg-type]
+
+
+def test_a_folder_name_several_roots_share_says_why_it_names_none() -> None:
+    with pytest.raises(BadFilter, match=r"'docs': several roots' folders are, so none is; give"):
+        build(scopes=["docs"], named={"notes": "/n"}, shared={"docs"}, now=NOW)

@@ -157,13 +157,16 @@ async def test_a_named_small_root_gets_its_full_top_k(
     wins over another root's folder name."""
     big, small, folder = tmp_path / "big", tmp_path / "small", tmp_path / "other" / "team"
     write(folder / "other.md", "# Other\nnothing of that\n")
+    wikis = [tmp_path / "a" / "wiki", tmp_path / "b" / "wiki"]
+    for wiki in wikis:
+        write(wiki / "page.md", "# Page\n")
     for i in range(120):
         write(big / f"n{i}.md", f"# Launch {i}\nlaunch launch launch launch\n")
     for i in range(6):
         write(small / f"s{i}.md", f"# Notes {i}\nlong text " + "filler words " * 80 + "launch\n")
     config = tmp_path / "config.toml"
     config.write_text(f'[root."{small}"]\nname = "team"\ndescription = "The team handbook"\n')
-    d = make_daemon(big, small, folder)
+    d = make_daemon(big, small, folder, *wikis)
     d.extra_args = ["--config", str(config)]
     await d.start()
     async with d.client() as c:
@@ -171,12 +174,15 @@ async def test_a_named_small_root_gets_its_full_top_k(
         assert all(h.root == str(big) for h in everything.hits)
         with pytest.raises(DaemonError, match=r"\(scopes: big, team\)"):
             await c.search("launch", scope=["other"])
+        with pytest.raises(DaemonError, match="'wiki': several roots' folders are, so none"):
+            await c.search("launch", scope=["wiki"])
         # Status names each root's scope, so that a client need not guess it.
         roots = {r.path: (r.scope, r.description) for r in (await c.status()).roots}
         assert roots == {
             str(big): ("big", ""),
             str(small): ("team", "The team handbook"),
             str(folder): ("", ""),
+            **{str(wiki): ("", "") for wiki in wikis},
         }
         scoped = await c.search("launch", limit=5, scope=["team"])
         assert len(scoped.hits) == 5 and scoped.total_hits == 6

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from kbindex.daemon.index.interface import BadQuery
@@ -60,12 +60,14 @@ def build(
     dates: Sequence[str] = (),
     scopes: Sequence[str] = (),
     named: Mapping[str, str],
+    shared: Collection[str] = (),
     now: float,
 ) -> Filters:
-    """The filters a request gives; ``named``: each scope name's root, ``now``: the time
-    relative spans count back from."""
+    """The filters a request gives; ``named``: each scope name's root, ``shared``: the
+    folder names of several roots (which name none), ``now``: the time relative spans
+    count back from."""
     return Filters(
-        roots=tuple(dict.fromkeys(_root(s, named) for s in scopes)),
+        roots=tuple(dict.fromkeys(_root(s, named, shared) for s in scopes)),
         kinds=tuple(dict.fromkeys(_kind(k) for k in kinds)),
         tags=tuple(dict.fromkeys(_tag(t) for t in tags)),
         fields=tuple(dict.fromkeys(_field(f) for f in fields)),
@@ -74,10 +76,15 @@ def build(
     )
 
 
-def _root(name: str, named: Mapping[str, str]) -> str:
+def _root(name: str, named: Mapping[str, str], shared: Collection[str]) -> str:
     root = named.get(name.strip())
     if root is None:
         known = ", ".join(sorted(named)) or "none"
+        if name.strip() in shared:
+            raise BadFilter(
+                f"no root is named {name!r}: several roots' folders are, so none is; give"
+                f" each a name in the configuration (scopes: {known})"
+            )
         raise BadFilter(f"no root is named {name!r} (scopes: {known})")
     return root
 

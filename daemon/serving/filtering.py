@@ -40,6 +40,10 @@ class Filtering:
         """Each root's scope name (``name`` in its configuration, else its folder's
         name) and its path; a folder name two roots share names neither, and a name
         given in the configuration wins over another root's folder name."""
+        return self._names()[0]
+
+    def _names(self) -> tuple[dict[str, str], set[str]]:
+        """``named``, and the folder names two unnamed roots share."""
         settings = self.settings()
         given = {root: settings.options_for(root).name for root in self.roots.paths}
         names = {name: str(root) for root, name in given.items() if name}
@@ -47,7 +51,7 @@ class Filtering:
         for root, name in given.items():
             if not name and folders[root.name] == 1 and root.name not in names:
                 names[root.name] = str(root)
-        return names
+        return names, {f for f, n in folders.items() if n > 1 and f not in names}
 
     def descriptions(self) -> Callable[[str, str], str]:
         """The description of a file by its root and its path relative to it: that of
@@ -96,6 +100,7 @@ class Filtering:
             or request.scope
         ):
             return NO_FILTERS
+        named, shared = self._names() if request.scope else ({}, set())
         return filters.build(
             kinds=request.kind,
             tags=request.tag,
@@ -103,7 +108,8 @@ class Filtering:
             modified=request.modified,
             dates=request.date,
             scopes=request.scope,
-            named=self.named(),
+            named=named,
+            shared=shared,
             now=time.time(),
         )
 
