@@ -127,6 +127,13 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
         assert reply.notes == ["no indexed file passes all of these filters together"]
         listed = await c.find_files("*", field=["owner=nobody"])
         assert listed.notes == ["no indexed file has field owner=nobody"]
+        # Each passes alone, and with the path filter no file does.
+        reply = await c.search("launch", path="notes/", kind=["changelog"])
+        why = "no indexed file that the path filter 'notes/' names passes these filters"
+        assert reply.hits == [] and reply.notes == [why]
+        listed = await c.find_files("broken.md", tag=["alpha"])
+        why = "no indexed file that the path filter 'broken.md' names passes these filters"
+        assert listed.notes == [why]
         listed = await c.find_files("*", date=["created:2020", "1999"])
         assert listed.notes == [
             "no indexed file has a front matter created date in that span",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Final
 
-from kbindex.daemon.index.plan import NO_FILTERS, Filters
+from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import filters
 from kbindex.daemon.settings import Settings, half_life
@@ -113,9 +114,10 @@ class Filtering:
             now=time.time(),
         )
 
-    async def unmatched(self, given: Filters) -> list[str]:
+    async def unmatched(self, given: Filters, path: str | None = None) -> list[str]:
         """A note for each filter of ``given`` that no indexed file passes alone, or
-        one for all of them when each does but not together."""
+        one for all of them when each does but not together, or for them and the path
+        filter ``path`` (one that names indexed files) when no file passes both."""
         if not given.structured:
             return []
         singles: list[tuple[str, Filters]] = []
@@ -136,6 +138,10 @@ class Filtering:
                     if what[:4] != "root"
                     else f"no indexed file is in {what}"
                 )
-        if notes or len(singles) < 2 or await self.passes(given):
+        if notes:
             return notes
-        return ["no indexed file passes all of these filters together"]
+        if len(singles) > 1 and not await self.passes(given):
+            return ["no indexed file passes all of these filters together"]
+        if path and not await self.passes(replace(given, path=PathFilter.parse(path))):
+            return [f"no indexed file that the path filter {path!r} names passes these filters"]
+        return []

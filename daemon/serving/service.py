@@ -347,12 +347,12 @@ class Service:
                 )
             return await self._read(hits.search, self.index, filtered), []
 
-        (result, waiting), scoped = await self.scopes.answer(
+        (result, waiting), scoped, path = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)
         )
         notes += waiting
         if not result.hits:
-            notes += await self.filtering.unmatched(filters)
+            notes += await self.filtering.unmatched(filters, path)
         context = self.filtering.descriptions()
         return SearchReply(
             hits=[
@@ -409,9 +409,9 @@ class Service:
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
         filters = self.filtering.of(request)
-        outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
+        outcome, scoped, path = await self.scopes.answer(request.path, run, lambda o: o.total)
         if not outcome.total:
-            scoped += await self.filtering.unmatched(filters)
+            scoped += await self.filtering.unmatched(filters, path)
         return replies.grep_reply(outcome, await self._freshness(), scoped)
 
     async def _freshness(self) -> Freshness:
@@ -561,9 +561,9 @@ class Service:
             )
             return list(listing.files), listing.total
 
-        (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
+        (files, total), scoped, glob = await self.scopes.answer(request.glob, run, lambda r: r[1])
         if not total:
-            scoped += await self.filtering.unmatched(filters)
+            scoped += await self.filtering.unmatched(filters, glob)
         written = self.notes.written()
         return FindFilesReply(
             files=[replies.file_info(f, f.path in written) for f in files],
@@ -597,8 +597,10 @@ class Service:
         return self.roots.inside(path) and os.path.lexists(path)
 
     async def _passes(self, filters: Filters) -> bool:
-        """Whether an indexed file passes ``filters`` (``filtering``)."""
-        return (await self._read(self.index.files, None, 1, filters)).total > 0
+        """Whether an indexed file passes ``filters``, their path among them
+        (``filtering``)."""
+        path = filters.path.typed if filters.path else None
+        return (await self._read(self.index.files, path, 1, filters)).total > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)
