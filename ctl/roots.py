@@ -75,7 +75,7 @@ def cmd_why(client: BlockingClient, args: argparse.Namespace) -> int:
     if args.json:
         render.emit_json(reply)
     elif reply.indexed:
-        print(f"{reply.path}: indexed")
+        print(f"{reply.path}: {reply.reason}")
     else:
         print(f"{reply.path}: not indexed: {reply.reason}")
     return 0

@@ -92,6 +92,10 @@ async def test_each_filter_follows_edits_moves_and_deletes(make_daemon: MakeDaem
         e.path == str(d.root / "broken.md") and "front matter not read" in e.reason
         for e in status.recent_errors
     )
+    # ... and kbctl why says it for that file whenever asked.
+    why = d.kbctl("why", str(d.root / "broken.md"))
+    assert why.stdout.startswith(f"{d.root}/broken.md: indexed; front matter not read: invalid")
+    assert d.kbctl("why", str(d.root / "notes" / "plan.md")).stdout.endswith(": indexed\n")
 
     # An edit: the tags and fields are the new text's.
     write(d.root / "notes" / "plan.md", PLAN.replace("#alpha", "#beta").replace("draft", "final"))

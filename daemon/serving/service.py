@@ -30,7 +30,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, IndexRefused, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
 from kbindex.daemon.index.values import Counts, File, Hit, SearchResult, Stats
-from kbindex.daemon.indexing import textfile
+from kbindex.daemon.indexing import structure, textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
@@ -617,7 +617,24 @@ class Service:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
         state = await self._read(self.index.state, str(located.path))
         why = await self._explain(located, state)
-        return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
+        if why is not None:
+            return WhyReply(path=str(located.path), indexed=False, reason=why)
+        problem = await anyio.to_thread.run_sync(self._header_problem, located)
+        reason = f"indexed; {problem}" if problem else "indexed"
+        return WhyReply(path=str(located.path), indexed=True, reason=reason)
+
+    def _header_problem(self, located: Located) -> str:
+        """Why the front matter of the indexed text file ``located`` was not read (or
+        not all of it), "" when it was or it has none: the indexer reports it once, in
+        the recent errors, and ``why`` answers for one file whenever asked."""
+        path = str(located.path)
+        if formats.kind(path) is not None:
+            return ""  # a document's text has no front matter
+        try:
+            loaded = self._load(path)
+        except (NotIndexed, OutsideRoots):
+            return ""
+        return structure.of(located.relpath, loaded.text).front.problem
 
     async def _explain(self, located: Located, state: FileState) -> str | None:
         return await anyio.to_thread.run_sync(
