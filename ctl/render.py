@@ -218,7 +218,9 @@ def search(reply: SearchReply, *, color: bool) -> str:
             snippet = snippet.replace(MATCH_OPEN, BOLD).replace(MATCH_CLOSE, RESET)
         where = f"{hit.machine}:{hit.path}" if hit.machine else hit.path
         page = f"  (p. {hit.page}, line {hit.page_line})" if hit.page else ""
-        out.append(f"{where}:{hit.line}{page}  ({hit.score:.2f})")
+        # A root's or folder's description (``context``) says what the hit is part of.
+        context = f"  — {hit.context}" if hit.context else ""
+        out.append(f"{where}:{hit.line}{page}  ({hit.score:.2f}){context}")
         out.append(f"    {snippet}")
     shown = len(reply.hits)
     more = f", showing {shown}" if reply.truncated else ""

@@ -75,7 +75,7 @@ def cmd_why(client: BlockingClient, args: argparse.Namespace) -> int:
     if args.json:
         render.emit_json(reply)
     elif reply.indexed:
-        print(f"{reply.path}: indexed")
+        print(f"{reply.path}: {reply.reason}")
     else:
         print(f"{reply.path}: not indexed: {reply.reason}")
     return 0
@@ -96,7 +96,11 @@ def describe(roots: list[RootStatus]) -> str:
         if root.poll_seconds is not None:
             facts.append(f"polled every {root.poll_seconds:.0f} s")
         facts.append(f"{root.pending:,} pending")
+        if root.scope:
+            facts.append(f"--scope {root.scope}")
         lines.append("    " + "; ".join(facts))
+        if root.description:
+            lines.append(f"    {root.description}")
         if root.detail:
             lines.append(f"    {root.detail}")
     return "\n".join(lines)

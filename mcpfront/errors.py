@@ -104,6 +104,11 @@ def _daemon_error(exc: DaemonError, subject: str | None) -> str:
                 f"The search query could not be understood ({detail}); "
                 "retry with plain words and no special characters."
             )
+        case ErrorCode.BAD_FILTER:
+            return (
+                f"A filter of 'where' cannot be used ({detail}); fix that term and call"
+                " again, or leave it out."
+            )
         case ErrorCode.BAD_PATTERN:
             return (
                 f"The grep pattern is not a valid regex ({detail}); fix it (ripgrep "

@@ -207,7 +207,10 @@ def status(reply: StatusReply) -> tuple[dict[str, Any], str]:
     for r in reply.roots:
         detail = f" ({r.detail})" if r.detail else ""
         writable = ", writable (notes can be written here)" if r.writable else ""
-        lines.append(f"- {r.path}: {r.state}, {r.files} files{writable}{detail}")
+        # The scope names a where filter takes, which only the daemon's settings know.
+        scope = f", where scope:{r.scope}" if r.scope else ""
+        described = f" ({r.description})" if r.description else ""
+        lines.append(f"- {r.path}: {r.state}, {r.files} files{writable}{detail}{scope}{described}")
         if r.warning:
             lines.append(f"  Warning: {r.warning}")
     if reply.skipped:
@@ -394,6 +397,8 @@ def find_files(
     for info in reply.files:
         item = _file(info)
         line = f"  {info.relpath}  {human_size(info.size)}  {item['last_modified'][:10]}"
+        if info.note:  # what changed lately: which of it an agent's note request did
+            line += "  (written through kbindex)"
         if info.root != root:
             line = f"{info.root.rstrip('/')}/\n{line}"
         cost_json, cost_text = _size(item), len(line) + 1

@@ -170,6 +170,11 @@ class Toolbox:
         assert limit is not None
         link = where.linked(args.string("where"))
         if link is not None:
+            if glob != "*":
+                raise ArgumentError(
+                    "A links: or linked-from: term of 'where' lists every such file: leave"
+                    " glob out."
+                )
             return await links.listing(self.backend, *link, limit)
         filters = where.filters(args.string("where"))
         # With a modified span, what changed lately: the newest first.

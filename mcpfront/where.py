@@ -24,6 +24,17 @@ from kbindex.mcpfront.links import TERMS
 
 _LISTED = {"kind": "kind", "tag": "tag", "scope": "scope"}
 _DATED = ("created", "updated")
+_NAMES = {
+    "kind": "kind:doc",
+    "tag": "tag:project",
+    "scope": "scope:notes",
+    "modified": "modified:7d",
+    "date": "date:2024",
+    "created": "created:2024-05",
+    "updated": "updated:30d..",
+    "prefer": "prefer:recent",
+}
+"""Each term's name, with an example of it for a message."""
 
 
 def filters(where: str | None, *, ranked: bool = False) -> dict[str, Any]:
@@ -35,18 +46,26 @@ def filters(where: str | None, *, ranked: bool = False) -> dict[str, Any]:
     found: dict[str, Any] = {"kind": [], "tag": [], "field": [], "date": [], "scope": []}
     for term in terms:
         name, colon, value = term.partition(":")
+        name = name.lower()
+        if colon and not value and name in _NAMES:
+            raise ArgumentError(f"The term {term!r} of 'where' needs a value, like {_NAMES[name]}.")
         if colon and "=" not in name and value:
             if name in _LISTED:
                 found[_LISTED[name]].append(value)
                 continue
             if name == "modified":
+                if "modified" in found:
+                    raise ArgumentError(
+                        "The term modified: goes once in 'where'; give a span instead,"
+                        " like modified:2024-01..2024-03."
+                    )
                 found["modified"] = value
                 continue
             if name == "date":
                 found["date"].append(value)
                 continue
             if name in _DATED:
-                found["date"].append(term)
+                found["date"].append(f"{name}:{value}")
                 continue
             if name == "prefer" and value.partition(":")[0] == "recent":
                 if not ranked:

@@ -56,7 +56,7 @@ FilterValues = Annotated[list[FilterValue], msgspec.Meta(max_length=MAX_FILTER_V
 class Filtered(Request, kw_only=True, frozen=True):
     """Filters on what a file holds besides its words (issue 41), the same for search,
     grep and find_files, applied inside the query (before its limit). Each value that
-    cannot be read is a ``bad_query`` error; a filter no indexed file passes gets a
+    cannot be read is a ``bad_filter`` error; a filter no indexed file passes gets a
     note."""
 
     kind: FilterValues = []
@@ -293,6 +293,9 @@ class ErrorCode:
     UNKNOWN_OP: Final = "unknown_op"
     INVALID_ARGUMENT: Final = "invalid_argument"
     BAD_QUERY: Final = "bad_query"
+    BAD_FILTER: Final = "bad_filter"
+    """A filter value (kind, tag, field, modified, date, scope, recent) that cannot be
+    read; the message says what would be right."""
     BAD_PATTERN: Final = "bad_pattern"
     """A grep pattern the regex engine refuses (the message says where)."""
     UNAVAILABLE: Final = "unavailable"
@@ -374,6 +377,11 @@ class RootStatus(msgspec.Struct, kw_only=True):
     warning: str = ""
     """Non-empty when the last scan's ignore rules skipped nearly everything in the
     root: how many, and the rule (with its file and line) that skipped the most."""
+    scope: str = ""
+    """Its name for the ``scope`` filter (``name`` in the configuration, else its
+    folder's name; "" when another root's folder has the same name)."""
+    description: str = ""
+    """What it holds (``description`` in the configuration), as its hits' ``context``."""
 
 
 class SemanticStatus(msgspec.Struct, kw_only=True):

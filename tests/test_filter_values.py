@@ -37,10 +37,14 @@ def test_spans(text: str, after: float | None, before: float | None) -> None:
     assert span(text, NOW, "modified") == DateRange(after, before)
 
 
-@pytest.mark.parametrize("text", ["", "..", "last tuesday", "2024-13", "7 parsecs", "20240"])
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "..", "last tuesday", "2024-13", "7 parsecs", "20240", "7 fortnights", "2024..2023"],
+)
 def test_spans_that_cannot_be_read(text: str) -> None:
-    with pytest.raises(BadFilter, match="is not a time span"):
+    with pytest.raises(BadFilter, match="is not a time span") as raised:
         span(text, NOW, "modified")
+    assert "isoformat" not in str(raised.value)  # Python's words, not the user's
 
 
 def test_a_request_s_filters() -> None:
@@ -77,8 +81,17 @@ def test_a_request_s_filters() -> None:
         ({"fields": ["=draft"]}, "not key=value"),
         ({"scopes": ["work"]}, r"no root is named 'work' \(scopes: notes\)"),
         ({"dates": ["created:soon"]}, "created date filter 'soon'"),
+        ({"dates": ["due:2024"]}, "'due' is not a front matter date; name one of created, date"),
+        ({"dates": [""]}, "date filter '' is not a time span"),
+        ({"modified": ""}, "modified filter '' is not a time span"),
+        ({"modified": "  "}, "modified filter '' is not a time span"),
     ],
 )
 def test_values_that_cannot_be_read(given: dict[str, list[str]], why: str) -> None:
     with pytest.raises(BadFilter, match=why):
         build(**given, named={"notes": "/n"}, now=NOW)  # type: ignore[arg-type]
+
+
+def test_a_folder_name_several_roots_share_says_why_it_names_none() -> None:
+    with pytest.raises(BadFilter, match=r"'docs': several roots' folders are, so none is; give"):
+        build(scopes=["docs"], named={"notes": "/n"}, shared={"docs"}, now=NOW)

@@ -4,12 +4,14 @@ real daemon over real notes that are edited, moved and deleted."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 from kbindex.proto.errors import DaemonError
 from kbindex.proto.messages import NoteReply, WriteNote
+from mcp_helpers import mcp_stdio, text
 
 from tests.conftest import MakeDaemon, with_writable_root, write
 
@@ -75,6 +77,7 @@ async def test_links_and_backlinks_follow_edits_moves_and_deletes(make_daemon: M
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_recent_changes_newest_first_with_notes_written_through_the_daemon(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
@@ -97,6 +100,14 @@ async def test_recent_changes_newest_first_with_notes_written_through_the_daemon
         assert {Path(f.path).name for f in docs.files} == {"by-agent.md", "fresh.md"}
     result = d.kbctl("recent", "60d", "--path", str(notes))
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    # An agent sees it too: find_files with a modified span is kbctl's recent.
+    async with mcp_stdio(d.socket) as client:
+        listed = text(
+            await client.call_tool("find_files", {"glob": str(notes), "where": "modified:7d"})
+        )
+    assert re.search(r"^  by-agent\.md  .*  \(written through kbindex\)$", listed, re.M), listed
+    assert re.search(r"^  fresh\.md  \S+ B  [\d-]+$", listed, re.M), listed
+    # A shared index names the machine first (MACHINE:/path).
+    lines = [re.sub(r"^[\w.-]+:/", "/", line) for line in result.stdout.splitlines()]
     assert lines[0].startswith(str(notes / "by-agent.md")) and lines[0].endswith("(note)")
     assert lines[-1].startswith(str(old))

@@ -56,3 +56,24 @@ def test_links_terms_go_to_find_files_alone() -> None:
         linked("links:")
     with pytest.raises(ArgumentError, match="find_files only"):
         filters("linked-from:a.md")
+
+
+@pytest.mark.parametrize("where", ["tag:", "kind:", "scope:", "modified:", "created:", "date:"])
+def test_a_term_without_its_value_says_so(where: str) -> None:
+    with pytest.raises(ArgumentError, match=rf"The term '{where}' of 'where' needs a value, like"):
+        filters(f"kind:doc {where}")
+
+
+def test_a_second_modified_span_is_refused_not_dropped() -> None:
+    with pytest.raises(ArgumentError, match="modified: goes once"):
+        filters("modified:7d modified:2020")
+
+
+def test_term_names_without_regard_to_case() -> None:
+    assert filters("TAG:Project Created:2024 Kind:doc") == {
+        "kind": ["doc"],
+        "tag": ["Project"],
+        "field": [],
+        "date": ["created:2024"],
+        "scope": [],
+    }

@@ -92,6 +92,10 @@ async def test_each_filter_follows_edits_moves_and_deletes(make_daemon: MakeDaem
         e.path == str(d.root / "broken.md") and "front matter not read" in e.reason
         for e in status.recent_errors
     )
+    # ... and kbctl why says it for that file whenever asked.
+    why = d.kbctl("why", str(d.root / "broken.md"))
+    assert why.stdout.startswith(f"{d.root}/broken.md: indexed; front matter not read: invalid")
+    assert d.kbctl("why", str(d.root / "notes" / "plan.md")).stdout.endswith(": indexed\n")
 
     # An edit: the tags and fields are the new text's.
     write(d.root / "notes" / "plan.md", PLAN.replace("#alpha", "#beta").replace("draft", "final"))
@@ -127,16 +131,30 @@ async def test_filters_that_match_nothing_or_cannot_be_read_say_so(make_daemon: 
         assert reply.notes == ["no indexed file passes all of these filters together"]
         listed = await c.find_files("*", field=["owner=nobody"])
         assert listed.notes == ["no indexed file has field owner=nobody"]
+        # Each passes alone, and with the path filter no file does.
+        reply = await c.search("launch", path="notes/", kind=["changelog"])
+        why = "no indexed file that the path filter 'notes/' names passes these filters"
+        assert reply.hits == [] and reply.notes == [why]
+        listed = await c.find_files("broken.md", tag=["alpha"])
+        why = "no indexed file that the path filter 'broken.md' names passes these filters"
+        assert listed.notes == [why]
+        listed = await c.find_files("*", date=["created:2020", "1999"])
+        assert listed.notes == [
+            "no indexed file has a front matter created date in that span",
+            "no indexed file has a front matter date in that span",
+        ]
         for bad, why in [
             ({"kind": ["docs"]}, "unknown kind 'docs'"),
             ({"field": ["status"]}, "is not key=value"),
             ({"modified": "last tuesday"}, "is not a time span"),
+            ({"modified": ""}, "modified filter '' is not a time span"),
+            ({"date": ["due:2024"]}, "'due' is not a front matter date"),
             ({"date": ["created:2024-13"]}, "is not a time span"),
             ({"scope": ["nowhere"]}, "no root is named 'nowhere'"),
         ]:
             with pytest.raises(DaemonError, match=why) as raised:
                 await c.search("launch", **bad)
-            assert raised.value.code == "bad_query"
+            assert raised.value.code == "bad_filter"
         assert (await c.search("launch")).hits  # the daemon serves on
 
 
@@ -146,20 +164,37 @@ async def test_a_named_small_root_gets_its_full_top_k(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
     """A scope is applied inside the query: a small collection whose hits rank below
-    every hit of a large one still fills the list."""
-    big, small = tmp_path / "big", tmp_path / "small"
+    every hit of a large one still fills the list. A name given in the configuration
+    wins over another root's folder name."""
+    big, small, folder = tmp_path / "big", tmp_path / "small", tmp_path / "other" / "team"
+    write(folder / "other.md", "# Other\nnothing of that\n")
+    wikis = [tmp_path / "a" / "wiki", tmp_path / "b" / "wiki"]
+    for wiki in wikis:
+        write(wiki / "page.md", "# Page\n")
     for i in range(120):
         write(big / f"n{i}.md", f"# Launch {i}\nlaunch launch launch launch\n")
     for i in range(6):
         write(small / f"s{i}.md", f"# Notes {i}\nlong text " + "filler words " * 80 + "launch\n")
     config = tmp_path / "config.toml"
     config.write_text(f'[root."{small}"]\nname = "team"\ndescription = "The team handbook"\n')
-    d = make_daemon(big, small)
+    d = make_daemon(big, small, folder, *wikis)
     d.extra_args = ["--config", str(config)]
     await d.start()
     async with d.client() as c:
         everything = await c.search("launch", limit=5)
         assert all(h.root == str(big) for h in everything.hits)
+        with pytest.raises(DaemonError, match=r"\(scopes: big, team\)"):
+            await c.search("launch", scope=["other"])
+        with pytest.raises(DaemonError, match="'wiki': several roots' folders are, so none"):
+            await c.search("launch", scope=["wiki"])
+        # Status names each root's scope, so that a client need not guess it.
+        roots = {r.path: (r.scope, r.description) for r in (await c.status()).roots}
+        assert roots == {
+            str(big): ("big", ""),
+            str(small): ("team", "The team handbook"),
+            str(folder): ("", ""),
+            **{str(wiki): ("", "") for wiki in wikis},
+        }
         scoped = await c.search("launch", limit=5, scope=["team"])
         assert len(scoped.hits) == 5 and scoped.total_hits == 6
         assert {h.root for h in scoped.hits} == {str(small)}
@@ -167,9 +202,26 @@ async def test_a_named_small_root_gets_its_full_top_k(
         by_folder = await c.search("launch", limit=5, scope=["big"])
         assert {h.root for h in by_folder.hits} == {str(big)} and by_folder.hits[0].context == ""
         assert (await c.find_files("*", scope=["team"], limit=100)).total == 6
+    listed = d.kbctl("roots").stdout
+    assert f"{small}  " in listed and "; --scope team\n    The team handbook\n" in listed
+
+    # A file moved to another root changes scope; an edited or deleted one follows too.
+    os.rename(small / "s0.md", big / "s0.md")
+    write(small / "s1.md", "# Notes 1\nno longer about that\n")
+    (small / "s2.md").unlink()
+    await d.refresh()
+    async with d.client() as c:
+        scoped = await c.search("launch", limit=5, scope=["team"])
+        assert sorted(h.relpath for h in scoped.hits) == ["s3.md", "s4.md", "s5.md"]
+        assert {h.context for h in scoped.hits} == {"The team handbook"}
+        moved = await c.search("filler launch", limit=5, scope=["big"])
+        assert [(h.root, h.relpath, h.context) for h in moved.hits] == [(str(big), "s0.md", "")]
+        listed = await c.find_files("*", scope=["team"], limit=100)
+        assert sorted(f.relpath for f in listed.files) == ["s1.md", "s3.md", "s4.md", "s5.md"]
 
 
 @pytest.mark.slow
+@pytest.mark.backends
 async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDaemon) -> None:
     from mcp_helpers import mcp_stdio, structured, text
 
@@ -178,6 +230,8 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
     d.extra_args = ["--include-ext", "*"]
     await d.start()
     async with mcp_stdio(d.socket) as client:
+        stats = text(await client.call_tool("get_index_stats", {}))
+        assert f"- {d.root}: live, 5 files, where scope:{d.root.name}\n" in stats, stats
         found = structured(
             await client.call_tool("search", {"query": "launch", "where": "tag:alpha status=draft"})
         )
@@ -186,10 +240,21 @@ async def test_mcp_where_filters_search_grep_and_find_files(make_daemon: MakeDae
         assert [f["path"] for f in listed["files"]] == [str(d.root / "src" / "launch.py")]
         grep = await client.call_tool("grep", {"pattern": "launch", "where": "created:2023"})
         assert "notes/review.md" in text(grep) and "plan.md" not in text(grep)
-        bad = await client.call_tool("search", {"query": "launch", "where": "kind:docs"})
-        assert bad.is_error and "unknown kind 'docs'" in text(bad)
+        for tool, args in [
+            ("search", {"query": "launch"}),
+            ("grep", {"pattern": "launch"}),
+            ("find_files", {}),
+        ]:
+            bad = await client.call_tool(tool, {**args, "where": "kind:docs"})
+            assert bad.is_error and text(bad).startswith(
+                "A filter of 'where' cannot be used (unknown kind 'docs'; the kinds are doc,"
+            ), text(bad)
         bad = await client.call_tool("search", {"query": "launch", "where": "alpha"})
         assert bad.is_error and "is not a filter" in text(bad)
+        # A glob beside links: would be dropped without a word: it is refused.
+        args = {"glob": "*.py", "where": "linked-from:notes/plan.md"}
+        bad = await client.call_tool("find_files", args)
+        assert bad.is_error and "leave glob out" in text(bad), text(bad)
 
 
 @pytest.mark.slow

@@ -72,6 +72,7 @@ async def _contexts(d: Daemon, query: str) -> dict[str, str]:
         return {h.relpath: h.context for h in (await c.search(query, limit=20)).hits}
 
 
+@pytest.mark.backends
 async def test_the_deepest_described_folder_describes_a_hit_and_a_reload_changes_it(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:
@@ -95,6 +96,10 @@ async def test_the_deepest_described_folder_describes_a_hit_and_a_reload_changes
         # A folder whose name starts like a described one is not inside it.
         "projectsx/other.md": "My notes",
     }
+    shown = d.kbctl("search", "budget", "--path", "projects/")
+    assert shown.returncode == 0, shown.stderr
+    assert f"{root / 'projects' / 'plan.md'}:1  (" in shown.stdout
+    assert shown.stdout.count("  — Projects\n") == 1 and shown.stdout.count("  — Alpha\n") == 1
 
     config.write_text(f'[root."{root}".folders]\n"projects/alpha" = "The alpha project"\n')
     await _reload(d)

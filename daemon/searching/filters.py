@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from kbindex.daemon.index.interface import BadQuery
@@ -40,7 +40,11 @@ _AGO = re.compile(
     re.I,
 )
 _PERIOD = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+_ISO_START = re.compile(r"^\d{4}-?\d{2}")
 _DATE_KEY = re.compile(rf"^({'|'.join(DATE_KEYS)}):(.*)$", re.I)
+_OTHER_KEY = re.compile(r"^([a-z][\w.-]*):", re.I)
+"""A key before a date span that is none of ``DATE_KEYS`` (no ISO date starts with a
+letter)."""
 
 
 class BadFilter(BadQuery):
@@ -56,24 +60,31 @@ def build(
     dates: Sequence[str] = (),
     scopes: Sequence[str] = (),
     named: Mapping[str, str],
+    shared: Collection[str] = (),
     now: float,
 ) -> Filters:
-    """The filters a request gives; ``named``: each scope name's root, ``now``: the time
-    relative spans count back from."""
+    """The filters a request gives; ``named``: each scope name's root, ``shared``: the
+    folder names of several roots (which name none), ``now``: the time relative spans
+    count back from."""
     return Filters(
-        roots=tuple(dict.fromkeys(_root(s, named) for s in scopes)),
+        roots=tuple(dict.fromkeys(_root(s, named, shared) for s in scopes)),
         kinds=tuple(dict.fromkeys(_kind(k) for k in kinds)),
         tags=tuple(dict.fromkeys(_tag(t) for t in tags)),
         fields=tuple(dict.fromkeys(_field(f) for f in fields)),
-        modified=span(modified, now, "modified") if modified and modified.strip() else None,
+        modified=None if modified is None else span(modified, now, "modified"),
         dated=tuple(_dated(d, now) for d in dates),
     )
 
 
-def _root(name: str, named: Mapping[str, str]) -> str:
+def _root(name: str, named: Mapping[str, str], shared: Collection[str]) -> str:
     root = named.get(name.strip())
     if root is None:
         known = ", ".join(sorted(named)) or "none"
+        if name.strip() in shared:
+            raise BadFilter(
+                f"no root is named {name!r}: several roots' folders are, so none is; give"
+                f" each a name in the configuration (scopes: {known})"
+            )
         raise BadFilter(f"no root is named {name!r} (scopes: {known})")
     return root
 
@@ -102,6 +113,12 @@ def _field(field: str) -> tuple[str, str]:
 def _dated(text: str, now: float) -> DateRange:
     named = _DATE_KEY.match(text.strip())
     if named is None:
+        other = _OTHER_KEY.match(text.strip())
+        if other is not None:
+            raise BadFilter(
+                f"date filter {text!r}: {other.group(1)!r} is not a front matter date; name"
+                f" one of {', '.join(DATE_KEYS)} (created:2024) or none (2024)"
+            )
         return span(text, now, "date")
     found = span(named.group(2), now, f"{named.group(1).lower()} date")
     return DateRange(found.after, found.before, named.group(1).lower())
@@ -117,12 +134,15 @@ def span(text: str, now: float, what: str) -> DateRange:
             before = _point(last, now)[1] if last.strip() else None
             if after is None and before is None:
                 raise ValueError("both ends are empty")
+            if after is not None and before is not None and after >= before:
+                raise ValueError("it ends before it begins")
             return DateRange(after, before)
         start, end = _point(text, now)
         return DateRange(start, end if end > start else None)
     except ValueError as exc:
+        why = f" ({exc})" if str(exc) else ""
         raise BadFilter(
-            f"{what} filter {text!r} is not a time span ({exc}): give a time ago (7d,"
+            f"{what} filter {text!r} is not a time span{why}: give a time ago (7d,"
             " '2 weeks'), an ISO date (2024-05-01) or a span (2024-01..2024-03, 30d..)"
         ) from None
 
@@ -155,6 +175,8 @@ def _point(text: str, now: float) -> tuple[float, float]:
         else:
             end = dt.datetime(year + 1, 1, 1, tzinfo=dt.UTC)
         return start.timestamp(), end.timestamp()
+    if not _ISO_START.match(text):
+        raise ValueError  # neither a time ago nor an ISO date: the message says what is
     moment = dt.datetime.fromisoformat(text)  # ValueError says why
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)

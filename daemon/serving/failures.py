@@ -17,6 +17,7 @@ from kbindex.daemon.index.interface import BadQuery, NotIndexed, TooSlow
 from kbindex.daemon.notes.notefile import NoteError
 from kbindex.daemon.recovery import IndexRebuilding
 from kbindex.daemon.roots import InvalidPath, OutsideRoots
+from kbindex.daemon.searching.filters import BadFilter
 from kbindex.daemon.serving.control import BadRoot, ConfigRefused
 from kbindex.proto.messages import ErrorCode, ErrorReply
 
@@ -40,6 +41,7 @@ class IndexUnavailable(Exception):
 ERROR_CODES: Final[dict[type[Exception], str]] = {
     InvalidArgument: ErrorCode.INVALID_ARGUMENT,
     InvalidPath: ErrorCode.INVALID_ARGUMENT,
+    BadFilter: ErrorCode.BAD_FILTER,  # before BadQuery, its base class
     BadQuery: ErrorCode.BAD_QUERY,
     OutsideRoots: ErrorCode.OUTSIDE_ROOTS,
     NotIndexed: ErrorCode.NOT_FOUND,

@@ -3,17 +3,19 @@ the roots' names and descriptions behind ``scope``, and a note for each filter t
 indexed file passes.
 
 A filter value that cannot be read fails the request (``filters.BadFilter``, a
-``bad_query``); one that can but leaves nothing gets a note, looked for only when an
+``bad_filter``); one that can but leaves nothing gets a note, looked for only when an
 answer is empty, so a filtered answer that finds something costs nothing more.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Final
 
-from kbindex.daemon.index.plan import NO_FILTERS, Filters
+from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter
 from kbindex.daemon.roots import Roots
 from kbindex.daemon.searching import filters
 from kbindex.daemon.settings import Settings, half_life
@@ -37,19 +39,20 @@ class Filtering:
 
     def named(self) -> dict[str, str]:
         """Each root's scope name (``name`` in its configuration, else its folder's
-        name) and its path; a folder name two roots share names neither."""
+        name) and its path; a folder name two roots share names neither, and a name
+        given in the configuration wins over another root's folder name."""
+        return self._names()[0]
+
+    def _names(self) -> tuple[dict[str, str], set[str]]:
+        """``named``, and the folder names two unnamed roots share."""
         settings = self.settings()
-        names: dict[str, str] = {}
-        shared: set[str] = set()
-        for root in self.roots.paths:
-            given = settings.options_for(root).name
-            name = given or root.name
-            if not given and (name in names or name in shared):
-                names.pop(name, None)
-                shared.add(name)
-                continue
-            names[name] = str(root)
-        return names
+        given = {root: settings.options_for(root).name for root in self.roots.paths}
+        names = {name: str(root) for root, name in given.items() if name}
+        folders = Counter(root.name for root, name in given.items() if not name)
+        for root, name in given.items():
+            if not name and folders[root.name] == 1 and root.name not in names:
+                names[root.name] = str(root)
+        return names, {f for f, n in folders.items() if n > 1 and f not in names}
 
     def descriptions(self) -> Callable[[str, str], str]:
         """The description of a file by its root and its path relative to it: that of
@@ -93,11 +96,12 @@ class Filtering:
             request.kind
             or request.tag
             or request.field
-            or request.modified
+            or request.modified is not None
             or request.date
             or request.scope
         ):
             return NO_FILTERS
+        named, shared = self._names() if request.scope else ({}, set())
         return filters.build(
             kinds=request.kind,
             tags=request.tag,
@@ -105,13 +109,15 @@ class Filtering:
             modified=request.modified,
             dates=request.date,
             scopes=request.scope,
-            named=self.named(),
+            named=named,
+            shared=shared,
             now=time.time(),
         )
 
-    async def unmatched(self, given: Filters) -> list[str]:
+    async def unmatched(self, given: Filters, path: str | None = None) -> list[str]:
         """A note for each filter of ``given`` that no indexed file passes alone, or
-        one for all of them when each does but not together."""
+        one for all of them when each does but not together, or for them and the path
+        filter ``path`` (one that names indexed files) when no file passes both."""
         if not given.structured:
             return []
         singles: list[tuple[str, Filters]] = []
@@ -122,7 +128,7 @@ class Filtering:
         if given.modified is not None:
             singles.append(("its modified time in that span", Filters(modified=given.modified)))
         for dated in given.dated:
-            what = f"a front matter {dated.key or 'date'} in that span"
+            what = f"a front matter {dated.key + ' ' if dated.key else ''}date in that span"
             singles.append((what, Filters(dated=(dated,))))
         notes = []
         for what, one in singles:
@@ -132,6 +138,10 @@ class Filtering:
                     if what[:4] != "root"
                     else f"no indexed file is in {what}"
                 )
-        if notes or len(singles) < 2 or await self.passes(given):
+        if notes:
             return notes
-        return ["no indexed file passes all of these filters together"]
+        if len(singles) > 1 and not await self.passes(given):
+            return ["no indexed file passes all of these filters together"]
+        if path and not await self.passes(replace(given, path=PathFilter.parse(path))):
+            return [f"no indexed file that the path filter {path!r} names passes these filters"]
+        return []

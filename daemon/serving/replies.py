@@ -73,7 +73,14 @@ def _reconcile(r: Reconciled | None) -> ReconcileReport | None:
 
 
 def root_status(
-    path: str, rh: RootHealth, files: int, pending: int, *, writable: bool = False
+    path: str,
+    rh: RootHealth,
+    files: int,
+    pending: int,
+    *,
+    writable: bool = False,
+    scope: str = "",
+    description: str = "",
 ) -> RootStatus:
     return RootStatus(
         path=path,
@@ -88,6 +95,8 @@ def root_status(
         pending=pending,
         writable=writable,
         warning="" if rh.ignored is None else rh.ignored.warning,
+        scope=scope,
+        description=description,
     )
 
 

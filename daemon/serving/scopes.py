@@ -36,18 +36,21 @@ class Scopes:
         raw: str | None,
         run: Callable[[str | None], Awaitable[T]],
         found: Callable[[T], int],
-    ) -> tuple[T, list[str]]:
-        """``run`` with the filter ``raw`` as this module reads it, and the notices
-        for the reply (one when the filter names no indexed file)."""
+    ) -> tuple[T, list[str], str | None]:
+        """``run`` with the filter ``raw`` as this module reads it, the notices for the
+        reply (one when the filter names no indexed file), and the filter that named
+        files (``raw``, or ``raw`` inside a root), None when none did."""
         reply = await run(raw)
-        if not raw or not raw.strip() or found(reply) or await self.names_a_file(raw):
-            return reply, []
+        if not raw or not raw.strip():
+            return reply, [], None
+        if found(reply) or await self.names_a_file(raw):
+            return reply, [], raw
         for inside in self.within_named_root(raw):
             if await self.names_a_file(inside):
-                return await run(inside), []
+                return await run(inside), [], inside
         if not await self.names_a_file(_EVERYTHING):
-            return reply, []  # nothing is indexed at all: status says so
-        return reply, [self.notice(raw)]
+            return reply, [], None  # nothing is indexed at all: status says so
+        return reply, [self.notice(raw)], None
 
     def within_named_root(self, raw: str) -> list[str]:
         """``raw`` taken inside each root whose own name is its first folder, as an

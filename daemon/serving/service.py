@@ -30,7 +30,7 @@ from kbindex.daemon.health import Health
 from kbindex.daemon.index.interface import Index, IndexRefused, NotIndexed
 from kbindex.daemon.index.plan import Filters, PathFilter
 from kbindex.daemon.index.values import Counts, File, Hit, SearchResult, Stats
-from kbindex.daemon.indexing import textfile
+from kbindex.daemon.indexing import structure, textfile
 from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.notes.notes import Notes, content_hash
 from kbindex.daemon.recovery import REBUILDING, IndexRebuilding, Recovery
@@ -316,13 +316,17 @@ class Service:
         )
 
     def _root_statuses(self, files: dict[str, int]) -> list[RootStatus]:
+        scopes = {path: name for name, path in self.filtering.named().items()}
+        settings = self.settings
         return [
             replies.root_status(
                 str(root),
                 self.health.root(str(root)),
                 files.get(str(root), 0),
                 self.changes.depth_of(str(root)) if self.changes else 0,
-                writable=self.settings.writable(root),
+                writable=settings.writable(root),
+                scope=scopes.get(str(root), ""),
+                description=settings.options_for(root).description,
             )
             for root in self.roots.paths
         ]
@@ -343,12 +347,12 @@ class Service:
                 )
             return await self._read(hits.search, self.index, filtered), []
 
-        (result, waiting), scoped = await self.scopes.answer(
+        (result, waiting), scoped, path = await self.scopes.answer(
             request.path, run, lambda r: len(r[0].hits)
         )
         notes += waiting
         if not result.hits:
-            notes += await self.filtering.unmatched(filters)
+            notes += await self.filtering.unmatched(filters, path)
         context = self.filtering.descriptions()
         return SearchReply(
             hits=[
@@ -405,9 +409,9 @@ class Service:
             return await sweep.run(self.grepper, flags, found, walk, limit)
 
         filters = self.filtering.of(request)
-        outcome, scoped = await self.scopes.answer(request.path, run, lambda o: o.total)
+        outcome, scoped, path = await self.scopes.answer(request.path, run, lambda o: o.total)
         if not outcome.total:
-            scoped += await self.filtering.unmatched(filters)
+            scoped += await self.filtering.unmatched(filters, path)
         return replies.grep_reply(outcome, await self._freshness(), scoped)
 
     async def _freshness(self) -> Freshness:
@@ -557,9 +561,9 @@ class Service:
             )
             return list(listing.files), listing.total
 
-        (files, total), scoped = await self.scopes.answer(request.glob, run, lambda r: r[1])
+        (files, total), scoped, glob = await self.scopes.answer(request.glob, run, lambda r: r[1])
         if not total:
-            scoped += await self.filtering.unmatched(filters)
+            scoped += await self.filtering.unmatched(filters, glob)
         written = self.notes.written()
         return FindFilesReply(
             files=[replies.file_info(f, f.path in written) for f in files],
@@ -593,8 +597,10 @@ class Service:
         return self.roots.inside(path) and os.path.lexists(path)
 
     async def _passes(self, filters: Filters) -> bool:
-        """Whether an indexed file passes ``filters`` (``filtering``)."""
-        return (await self._read(self.index.files, None, 1, filters)).total > 0
+        """Whether an indexed file passes ``filters``, their path among them
+        (``filtering``)."""
+        path = filters.path.typed if filters.path else None
+        return (await self._read(self.index.files, path, 1, filters)).total > 0
 
     async def check(self) -> CheckReply:
         checked = await self._read(self.index.check)
@@ -611,7 +617,24 @@ class Service:
             return WhyReply(path=request.path, indexed=False, reason="outside every root")
         state = await self._read(self.index.state, str(located.path))
         why = await self._explain(located, state)
-        return WhyReply(path=str(located.path), indexed=why is None, reason=why or "indexed")
+        if why is not None:
+            return WhyReply(path=str(located.path), indexed=False, reason=why)
+        problem = await anyio.to_thread.run_sync(self._header_problem, located)
+        reason = f"indexed; {problem}" if problem else "indexed"
+        return WhyReply(path=str(located.path), indexed=True, reason=reason)
+
+    def _header_problem(self, located: Located) -> str:
+        """Why the front matter of the indexed text file ``located`` was not read (or
+        not all of it), "" when it was or it has none: the indexer reports it once, in
+        the recent errors, and ``why`` answers for one file whenever asked."""
+        path = str(located.path)
+        if formats.kind(path) is not None:
+            return ""  # a document's text has no front matter
+        try:
+            loaded = self._load(path)
+        except (NotIndexed, OutsideRoots):
+            return ""
+        return structure.of(located.relpath, loaded.text).front.problem
 
     async def _explain(self, located: Located, state: FileState) -> str | None:
         return await anyio.to_thread.run_sync(
