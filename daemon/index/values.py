@@ -55,6 +55,24 @@ costs a rescan this tuple and a set lookup, no other Python object or call. The 
 five are ``Seen.signature``."""
 
 
+@dataclass(frozen=True, slots=True)
+class SizeCaps:
+    """The size caps a scan reads files under, as ``Index.known`` applies them: a file
+    whose name ends with one of ``suffixes`` has the cap ``document``, any other the cap
+    ``text``. A suffix is matched as ``os.path.splitext`` finds it (a name of dots and
+    the suffix alone, like ``.pdf``, has none) and regardless of ASCII case; give
+    them in lower case ASCII, with their dot (``.pdf``)."""
+
+    text: int
+    document: int
+    suffixes: frozenset[str] = frozenset()
+
+    @classmethod
+    def one(cls, cap: int) -> SizeCaps:
+        """The same cap for every file."""
+        return cls(cap, cap)
+
+
 # ---------------------------------------------------------------- what reading gives
 
 
