@@ -26,7 +26,7 @@ from kbindex.daemon.index.values import (
     Described,
     Document,
     FileState,
-    Linked,
+    Links,
     Listing,
     Query,
     Record,
@@ -233,7 +233,10 @@ class Index(Protocol):
         (IndexRefused on a backend of one machine, or while a daemon writes it)."""
         ...
 
-    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+    def links(self, path: str, direction: Literal["out", "in"], limit: int | None = None) -> Links:
         """The links of the file ``path`` (``out``), or those that lead to it (``in``),
-        each once, in path and line order."""
+        each once, in path and line order. With ``limit``, only the first link to (or
+        from) each file at the other end, for the first ``limit`` of those files, so a
+        note a thousand notes link to answers with a few rows; ``Links.files`` counts
+        the files at the other end either way."""
         ...

@@ -298,6 +298,23 @@ class Linked:
     wiki: bool = False
 
 
+class Links(NamedTuple):
+    """What ``Index.links`` answers: the links, and how many files they lead to or come
+    from, each counted once, all of them whatever was left out."""
+
+    links: list[Linked]
+    files: int
+
+    @classmethod
+    def first_of_each(cls, found: list[Linked], limit: int | None) -> Links:
+        """A file's own links ``found`` (``limit`` None: all of them), or the first link
+        to each file they lead to, for the first ``limit`` of those files."""
+        first: dict[str, Linked] = {}
+        for x in found:
+            first.setdefault(x.target, x)
+        return cls(found if limit is None else list(first.values())[:limit], len(first))
+
+
 class Listing(NamedTuple):
     files: list[Indexed]
     total: int

@@ -55,7 +55,7 @@ from kbindex.daemon.index.values import (
     Described,
     Document,
     FileState,
-    Linked,
+    Links,
     Listing,
     Move,
     Query,
@@ -523,8 +523,8 @@ class PgIndex:
     def records(self, ids: Sequence[int]) -> list[Record]:
         return self._read(reads.records, ids) if ids else []
 
-    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
-        return self._read(links.links, self.machine, path, direction)
+    def links(self, path: str, direction: Literal["out", "in"], limit: int | None = None) -> Links:
+        return self._read(links.links, self.machine, path, direction, limit)
 
 
 def _where(dsn: str) -> str:
