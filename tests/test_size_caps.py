@@ -88,16 +88,21 @@ async def test_a_changed_cap_reads_again_exactly_the_files_it_decides_otherwise(
     pytest.importorskip("selectolax", reason="kbindex[documents] is not installed")
     d = make_daemon()
     config = tmp_path / "kb.toml"
-    d.extra_args = ["--config", str(config)]
+    d.extra_args = ["--config", str(config), "--include-ext", "*"]  # ".pdf" has none
     root = d.root
     write(root / "small.md", "petrel " * 100)  # 0.7 KiB: under every cap
-    write(root / "mid.md", "gannet " * 430)  # 3 KiB
-    write(root / "page.html", "<p>" + "skua " * 600 + "</p>")  # 3 KiB of text kind
+    # 3 KiB each, text: a web page is text-sized, and neither name ends in a document's
+    # extension (".pdf" is a name without one)
+    for name in ("mid.md", "page.html", "notes.pdf.md", ".pdf"):
+        write(root / name, "<p>" + "gannet " * 430 + "</p>")
     write(root / "big.md", "fulmar " * 2000)  # 14 KiB: over every cap
     write(root / "within.pdf", pdf([["the pelican page"]], comment="x" * 4000))  # 4.5 KiB
+    write(root / "WITHIN.PDF", pdf([["the puffin page"]], comment="x" * 4000))
     write(root / "over.pdf", pdf([["the cormorant page"]], comment="x" * 12000))  # 12.5 KiB
     sizes = {p.name: p.stat().st_size for p in root.iterdir()}
-    assert 2 * KIB < sizes["mid.md"] < 4 * KIB and 2 * KIB < sizes["page.html"] < 4 * KIB
+    texts = {"mid.md", "page.html", "notes.pdf.md", ".pdf"}
+    assert all(2 * KIB < sizes[name] < 4 * KIB for name in texts)
+    assert 4 * KIB < sizes["WITHIN.PDF"] < 8 * KIB
     assert 4 * KIB < sizes["within.pdf"] < 8 * KIB < sizes["over.pdf"] < 16 * KIB
 
     async def restarted(text_kib: int, document_kib: int) -> tuple[int, set[str]]:
@@ -117,12 +122,13 @@ async def test_a_changed_cap_reads_again_exactly_the_files_it_decides_otherwise(
     _caps(config, 2, 8)
     await d.start()
     async with d.client() as c:
-        assert "too_large" in (await c.why(str(root / "mid.md"))).reason
-    # the text cap raised: the two text files between the caps, and no document
-    assert await restarted(4, 8) == (2, {"big.md", "over.pdf"})
+        assert "too_large" in (await c.why(str(root / ".pdf"))).reason
+        assert "puffin" in (await c.read_file(str(root / "WITHIN.PDF"))).text
+    # the text cap raised: the text files between the caps, and no document
+    assert await restarted(4, 8) == (4, {"big.md", "over.pdf"})
     # the documents' cap raised: the document over the old cap only
     assert await restarted(4, 16) == (1, {"big.md"})
-    # both lowered again: the three
-    assert await restarted(2, 8) == (3, {"mid.md", "page.html", "big.md", "over.pdf"})
-    # the documents' cap under the text cap: the two text files and the smaller document
-    assert await restarted(4, 2) == (3, {"big.md", "within.pdf", "over.pdf"})
+    # both lowered again: those five
+    assert await restarted(2, 8) == (5, {*texts, "big.md", "over.pdf"})
+    # the documents' cap under the text cap: the text files and the smaller documents
+    assert await restarted(4, 2) == (6, {"big.md", "within.pdf", "WITHIN.PDF", "over.pdf"})
