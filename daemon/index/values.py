@@ -1,10 +1,11 @@
 """The values that cross the index interface, in either direction.
 
 What the indexer hands a backend (``Seen``, a prepared ``Document`` or a ``Skipped``,
-the ``Stamp`` a scan compares), what a backend answers (``File``, ``Hit``, ``Indexed``,
-``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``) and what a caller asks with
-(a grep's trigram ``Query`` and ``Words``; the query plan is ``plan``'s). Plain data: this module
-imports nothing of the daemon, so every layer and every backend may use it.
+the ``Stamp`` a scan compares under ``SizeCaps``), what a backend answers (``File``,
+``Hit``, ``Indexed``, ``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``,
+``Links``) and what a caller asks with (a grep's trigram ``Query`` and ``Words``; the
+query plan is ``plan``'s). Plain data: this module imports nothing of the daemon, so
+every layer and every backend may use it.
 """
 
 from __future__ import annotations
