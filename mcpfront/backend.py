@@ -239,8 +239,8 @@ class Backend:
             seconds=REQUEST_TIMEOUT,
         )
 
-    async def links(self, path: str, *, backlinks: bool) -> LinksReply:
-        request = Links(path=path, backlinks=backlinks)
+    async def links(self, path: str, *, backlinks: bool, limit: int | None = None) -> LinksReply:
+        request = Links(path=path, backlinks=backlinks, limit=limit)
         return await self.call(lambda c: c.request(request, LinksReply), seconds=REQUEST_TIMEOUT)
 
     async def note(self, request: NoteRequest) -> NoteReply:

@@ -33,7 +33,8 @@ async def trailer(backend: Backend, path: str) -> list[str]:
     roots: list[str] = []
 
     async def ask(backlinks: bool) -> None:
-        replies[backlinks] = await backend.links(path, backlinks=backlinks)
+        # The daemon sends the first SHOWN files only (an older one sends every link).
+        replies[backlinks] = await backend.links(path, backlinks=backlinks, limit=SHOWN)
 
     try:
         async with anyio.create_task_group() as tg:
@@ -53,10 +54,11 @@ async def trailer(backend: Backend, path: str) -> list[str]:
         shown = [_name(x, backlinks, roots) for x in named[:SHOWN]]
         head = "linked from" if backlinks else "links to"
         line = f"{head}: {', '.join(shown)}"
-        if len(named) > SHOWN:
+        files = len(named) if reply.files is None else reply.files
+        if files > len(shown):
             term = "linked-from" if backlinks else "links"
             where = json.dumps(f"{term}:{reply.path}", ensure_ascii=False)
-            line += f" (+{len(named) - SHOWN} more: find_files(where={where}))"
+            line += f" (+{files - len(shown)} more: find_files(where={where}))"
         lines.append(line)
     return lines
 

@@ -305,8 +305,10 @@ class Client:
         """``filters``: as ``search``'s."""
         return await self.request(FindFiles(glob=glob, limit=limit, **filters), FindFilesReply)
 
-    async def links(self, path: str, *, backlinks: bool = False) -> LinksReply:
-        return await self.request(Links(path=path, backlinks=backlinks), LinksReply)
+    async def links(
+        self, path: str, *, backlinks: bool = False, limit: int | None = None
+    ) -> LinksReply:
+        return await self.request(Links(path=path, backlinks=backlinks, limit=limit), LinksReply)
 
     async def why(self, path: str) -> WhyReply:
         return await self.request(Why(path=path), WhyReply)

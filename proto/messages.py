@@ -207,6 +207,10 @@ class Links(Request, tag="links", frozen=True):
 
     path: str
     backlinks: bool = False
+    limit: int | None = None
+    """At most this many files at the other end, each with its first link (what
+    read_file names); None: every link. A kbindexd older than this field sends every
+    link and no ``LinksReply.files``."""
 
 
 class Why(Request, tag="why", frozen=True):
@@ -712,7 +716,12 @@ class LinksReply(Reply, tag="links", frozen=True):
     links: list[LinkInfo]
     """In path order, then line order."""
     broken: int = 0
+    """Of ``links``."""
     notes: list[str] = []
+    files: int | None = None
+    """How many files the links lead to (or, for backlinks, come from), each counted
+    once, the ones ``Links.limit`` left out included; None from a kbindexd older than
+    this field."""
 
 
 class WhyReply(Reply, tag="why", frozen=True):

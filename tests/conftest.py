@@ -24,9 +24,13 @@ import anyio
 import pytest
 from kbindex.daemon.backends.sqlite.index import SqliteIndex as Store
 from kbindex.daemon.grep.ripgrep import RIPGREP_ENV
+from kbindex.daemon.health import Health
+from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Texts as Texts
 from kbindex.daemon.index.values import Seen, Update
 from kbindex.daemon.indexing.documents import Renaming, prepare
+from kbindex.daemon.indexing.ignore import IgnoreRules
+from kbindex.daemon.indexing.indexer import Indexer
 from kbindex.daemon.indexing.kinds import Classifier
 from kbindex.daemon.indexing.textfile import Loaded, decode
 from kbindex.daemon.roots import Roots
@@ -286,6 +290,20 @@ def store(tmp_path: Path) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture
+def indexer(tmp_path: Path) -> Iterator[Indexer]:
+    """A real indexer (no daemon) writing a real index of the root ``tmp_path/root``
+    (which the test fills), every file included, the size cap 1 MiB."""
+    roots = Roots([tmp_path / "root"])
+    index = Store(tmp_path / "index.sqlite3", reading(*roots.paths))
+    index.open()
+    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
+    try:
+        yield Indexer(index, roots, rules, Health(), 1 << 20, commits=Commits())
+    finally:
+        index.close()
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -4,34 +4,23 @@ indexer over real files wakes whoever waits, at the commit, with no polling."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import reading, write
-from kbindex.daemon.backends.sqlite.index import SqliteIndex
-from kbindex.daemon.health import Health, Progress
+from conftest import write
+from kbindex.daemon.health import Progress
 from kbindex.daemon.index.commits import Commits
-from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
-from kbindex.daemon.roots import Roots
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def indexer(tmp_path: Path) -> Iterator[Indexer]:
-    root = tmp_path / "root"
-    write(root / "a.md", "alpha\n")
-    roots = Roots([root])
-    index = SqliteIndex(tmp_path / "index.sqlite3", reading(*roots.paths))
-    index.open()
-    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
-    try:
-        yield Indexer(index, roots, rules, Health(), 1 << 20, commits=Commits())
-    finally:
-        index.close()
+def indexer(indexer: Indexer) -> Indexer:
+    """conftest's, over a root that holds one note."""
+    write(indexer.roots.paths[0] / "a.md", "alpha\n")
+    return indexer
 
 
 class Waiter:

@@ -5,22 +5,16 @@ from __future__ import annotations
 
 import threading
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import reading, write
+from conftest import write
 from document_files import html, pdf
-from kbindex.daemon.backends.sqlite.index import SqliteIndex
 from kbindex.daemon.extracting.results import Extracted
 from kbindex.daemon.extracting.workers import Limits, Worker
-from kbindex.daemon.health import Health
-from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.indexing import indexer as indexer_module
 from kbindex.daemon.indexing import textfile
-from kbindex.daemon.indexing.ignore import IgnoreRules
 from kbindex.daemon.indexing.indexer import Indexer
-from kbindex.daemon.roots import Roots
 
 LIMITS = Limits(cpu_seconds=20, memory_bytes=1 << 30, wall_seconds=40, max_chars=1 << 20)
 
@@ -58,18 +52,6 @@ def test_a_document_goes_to_its_worker_whole_and_without_a_copy() -> None:
     assert isinstance(first, Extracted) and "fenugreek" in first.text, first
     assert isinstance(second, Extracted) and "asafoetida" in second.text, second
     assert peak < size // 4, f"{peak:,} bytes allocated to send {size:,}"
-
-
-@pytest.fixture
-def indexer(tmp_path: Path) -> Iterator[Indexer]:
-    roots = Roots([tmp_path / "root"])
-    index = SqliteIndex(tmp_path / "index.sqlite3", reading(*roots.paths))
-    index.open()
-    rules = IgnoreRules(included_extensions=None, excluded_extensions=frozenset())
-    try:
-        yield Indexer(index, roots, rules, Health(), 1 << 20, commits=Commits())
-    finally:
-        index.close()
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from kbindex.daemon.backends.sqlite import store as store_module
 from kbindex.daemon.backends.sqlite.database import legacy_exact_path
 from kbindex.daemon.backends.sqlite.store import Store
 from kbindex.daemon.engine import disk_bytes, sqlite
-from kbindex.daemon.index.values import Batch, Move
+from kbindex.daemon.index.values import Batch, Move, SizeCaps
 from kbindex.daemon.indexing import documents
 from kbindex.daemon.indexing.textfile import RETRY_MTIME_NS
 from kbindex.daemon.searching.query import to_plan
@@ -208,7 +208,7 @@ def test_a_moved_directory_is_indexed_again_from_its_files(
         assert found(store, f"movedword{i}") == [f"new/n{i}.md"]
         assert found(store, f"new n{i}") == [f"new/n{i}.md"]  # the new name's words
     assert found(store, "movedword4") == [] and found(store, "old") == []
-    stamps = {p: mtime for p, _, mtime, *_ in store.known(None, 1 << 20)}
+    stamps = {p: mtime for p, _, mtime, *_ in store.known(None, SizeCaps.one(1 << 20))}
     assert stamps[f"{r}/new/n4.md"] == RETRY_MTIME_NS
     assert stamps[f"{r}/new/n0.md"] == 1
     for table in (*tables.TABLES, "titles"):

@@ -78,6 +78,53 @@ async def test_links_and_backlinks_follow_edits_moves_and_deletes(make_daemon: M
 
 @pytest.mark.slow
 @pytest.mark.backends
+async def test_a_limited_answer_names_the_first_files_and_counts_them_all(
+    make_daemon: MakeDaemon,
+) -> None:
+    """What read_file's trailer asks for: a note many notes link to (each several times)
+    answers with the first link of each of the first few of them, and how many there
+    are; the same request without a limit (kbctl links, find_files) gets every link."""
+    d = make_daemon()
+    r = d.root
+    write(
+        r / "hub.md",
+        "# Hub\nFrom [[Spoke 00]] to [[Spoke 11]]: "
+        + " ".join(f"[[Spoke {i:02}]]" for i in range(12))
+        + "\n[[nowhere]]\n",
+    )
+    # A second note named hub: [[hub]] leads to the shorter path, not to it.
+    write(r / "old" / "hub.md", "# Old hub\n")
+    for i in range(20):
+        write(
+            r / "spokes" / f"Spoke {i:02}.md",
+            f"# Spoke {i}\nTo [[hub]].\nAgain [hub](../hub.md).\n",
+        )
+    write(r / "elsewhere.md", "[[old/hub]]\n")
+    await d.start()
+    hub, old = str(r / "hub.md"), str(r / "old" / "hub.md")
+    spokes = [str(r / "spokes" / f"Spoke {i:02}.md") for i in range(20)]
+    async with d.client() as c:
+        every = await c.links(hub, backlinks=True)
+        assert _sources(every) == [(s, line) for s in spokes for line in (2, 3)]
+        assert every.files == 20
+        first = await c.links(hub, backlinks=True, limit=8)
+        assert _sources(first) == [(s, 2) for s in spokes[:8]] and first.files == 20
+        assert _sources(await c.links(hub, backlinks=True, limit=30)) == [(s, 2) for s in spokes]
+        both = await c.links(old, backlinks=True, limit=8)
+        assert _sources(both) == [(str(r / "elsewhere.md"), 1)] and both.files == 1
+        # Its own links: the first of each file they lead to, the broken one counted.
+        out = await c.links(hub, limit=8)
+        in_order = [spokes[i] for i in (0, 11, 1, 2, 3, 4, 5, 6)]
+        assert _links(out) == [(s, 2, False) for s in in_order] and out.files == 13
+        assert len((await c.links(hub)).links) == 15
+        with pytest.raises(DaemonError, match="limit must be between 1 and 1000"):
+            await c.links(hub, limit=0)
+    listed = d.kbctl("links", "--backlinks", hub)
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 40
+
+
+@pytest.mark.slow
+@pytest.mark.backends
 async def test_recent_changes_newest_first_with_notes_written_through_the_daemon(
     make_daemon: MakeDaemon, tmp_path: Path
 ) -> None:

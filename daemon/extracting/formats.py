@@ -45,6 +45,10 @@ TEXT_KINDS: Final = frozenset({"html"})
 """Kinds that are text too: without the extra they are indexed as text, as before."""
 
 
+CAPPED_SUFFIXES: Final = frozenset(s for s, k in KINDS.items() if k not in TEXT_KINDS)
+"""The extensions of the files ``size_cap`` gives the documents' cap."""
+
+
 def size_cap(path: str, text_bytes: int, document_bytes: int) -> int:
     """The size cap of ``path``: ``document_bytes`` for a document that is not text
     too (a web page is text-sized, and read as text without the extra)."""

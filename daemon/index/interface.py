@@ -26,11 +26,12 @@ from kbindex.daemon.index.values import (
     Described,
     Document,
     FileState,
-    Linked,
+    Links,
     Listing,
     Query,
     Record,
     Renamed,
+    SizeCaps,
     Stamp,
     Stats,
     Words,
@@ -141,12 +142,13 @@ class Index(Protocol):
         while another daemon writes one of them (a shared index)."""
         ...
 
-    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
+    def known(self, prefixes: Sequence[str] | None, caps: SizeCaps) -> set[Stamp]:
         """The stamp of every file this daemon indexed (or skipped), or of those under
-        the given absolute prefixes, as the scan compares it with the files: a file
-        whose recorded decision the size cap ``max_file_bytes`` now reverses (skipped as
+        the given absolute prefixes, as the scan compares it with the files, in one read:
+        a file whose recorded decision its size cap in ``caps`` now reverses (skipped as
         too large but under it, or indexed but over it) has size -1, so its stamp
-        matches no file and the file is read again."""
+        matches no file and the file is read again. Only a file between the two caps
+        has its name looked at, in the backend's query: no code runs per file."""
         ...
 
     def apply(self, batch: Batch) -> int:
@@ -231,7 +233,10 @@ class Index(Protocol):
         (IndexRefused on a backend of one machine, or while a daemon writes it)."""
         ...
 
-    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+    def links(self, path: str, direction: Literal["out", "in"], limit: int | None = None) -> Links:
         """The links of the file ``path`` (``out``), or those that lead to it (``in``),
-        each once, in path and line order."""
+        each once, in path and line order. With ``limit``, only the first link to (or
+        from) each file at the other end, for the first ``limit`` of those files, so a
+        note a thousand notes link to answers with a few rows; ``Links.files`` counts
+        the files at the other end either way."""
         ...

@@ -1,10 +1,11 @@
 """The values that cross the index interface, in either direction.
 
 What the indexer hands a backend (``Seen``, a prepared ``Document`` or a ``Skipped``,
-the ``Stamp`` a scan compares), what a backend answers (``File``, ``Hit``, ``Indexed``,
-``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``) and what a caller asks with
-(a grep's trigram ``Query`` and ``Words``; the query plan is ``plan``'s). Plain data: this module
-imports nothing of the daemon, so every layer and every backend may use it.
+the ``Stamp`` a scan compares under ``SizeCaps``), what a backend answers (``File``,
+``Hit``, ``Indexed``, ``Record``, ``Stats``, ``Checked``, ``Described``, ``Candidates``,
+``Links``) and what a caller asks with (a grep's trigram ``Query`` and ``Words``; the
+query plan is ``plan``'s). Plain data: this module imports nothing of the daemon, so
+every layer and every backend may use it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,24 @@ Stamp = tuple[str, int, int, int, int, int]
 ``Index.known`` returns. A plain tuple, hashed and compared in C: an unchanged file
 costs a rescan this tuple and a set lookup, no other Python object or call. The last
 five are ``Seen.signature``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SizeCaps:
+    """The size caps a scan reads files under, as ``Index.known`` applies them: a file
+    whose name ends with one of ``suffixes`` has the cap ``document``, any other the cap
+    ``text``. A suffix is matched as ``os.path.splitext`` finds it (a name of dots and
+    the suffix alone, like ``.pdf``, has none) and regardless of ASCII case; give
+    them in lower case ASCII, with their dot (``.pdf``)."""
+
+    text: int
+    document: int
+    suffixes: frozenset[str] = frozenset()
+
+    @classmethod
+    def one(cls, cap: int) -> SizeCaps:
+        """The same cap for every file."""
+        return cls(cap, cap)
 
 
 # ---------------------------------------------------------------- what reading gives
@@ -278,6 +297,23 @@ class Linked:
     """Whether the index holds the target (indexed or skipped); False: a broken link,
     unless the file exists but is left out of the index (the service looks)."""
     wiki: bool = False
+
+
+class Links(NamedTuple):
+    """What ``Index.links`` answers: the links, and how many files they lead to or come
+    from, each counted once, all of them whatever was left out."""
+
+    links: list[Linked]
+    files: int
+
+    @classmethod
+    def first_of_each(cls, found: list[Linked], limit: int | None) -> Links:
+        """A file's own links ``found`` (``limit`` None: all of them), or the first link
+        to each file they lead to, for the first ``limit`` of those files."""
+        first: dict[str, Linked] = {}
+        for x in found:
+            first.setdefault(x.target, x)
+        return cls(found if limit is None else list(first.values())[:limit], len(first))
 
 
 class Listing(NamedTuple):

@@ -41,7 +41,7 @@ from kbindex.daemon.health import (
 )
 from kbindex.daemon.index.commits import Commits
 from kbindex.daemon.index.interface import Index
-from kbindex.daemon.index.values import Batch, Move, Update
+from kbindex.daemon.index.values import Batch, Move, SizeCaps, Update
 from kbindex.daemon.indexing import documents, textfile
 from kbindex.daemon.indexing.ignore import Chain, IgnoreRules
 from kbindex.daemon.indexing.kinds import Classifier
@@ -371,19 +371,11 @@ class Indexer:
             return await self._commit(self.index.forget, root)
 
     def _known(self, prefixes: list[str] | None) -> set[Stamp]:
-        """``Index.known`` under each file's size cap: the text files' answer, with the
-        documents' stamps taken from the answer under their own cap where the two differ
-        (only files between the caps do: two set differences, no Python per file)."""
-        known = self.index.known(prefixes, self.max_file_bytes)
-        if self.max_document_bytes == self.max_file_bytes or not extractor.installed():
-            return known
-        as_documents = self.index.known(prefixes, self.max_document_bytes)
-        text_cap, document_cap = self.max_file_bytes, self.max_document_bytes
-        for stamps, keep in ((known - as_documents, False), (as_documents - known, True)):
-            for stamp in stamps:
-                if formats.size_cap(stamp[0], text_cap, document_cap) == document_cap:
-                    (known.add if keep else known.discard)(stamp)
-        return known
+        """``Index.known`` under each file's size cap (``formats.size_cap``)."""
+        caps = SizeCaps(self.max_file_bytes, self.max_document_bytes, formats.CAPPED_SUFFIXES)
+        if not extractor.installed():
+            caps = SizeCaps.one(self.max_file_bytes)  # documents are read as text, or not
+        return self.index.known(prefixes, caps)
 
     def _load(self, seen: Seen) -> textfile.Loaded | textfile.Skipped | None:
         """``seen`` read (None: it vanished, or leads outside the roots)."""

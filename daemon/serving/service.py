@@ -582,7 +582,8 @@ class Service:
         if await self._read(self.index.state, path) is None:
             raise NotIndexed(f"{located.relpath} is not in the index")
         direction: Literal["in", "out"] = "in" if request.backlinks else "out"
-        found = await self._read(self.index.links, path, direction)
+        limit = None if request.limit is None else _limit(request.limit, maximum=1000)
+        found, files = await self._read(self.index.links, path, direction, limit)
         # A target left out of the index (ignored, or past a filter) may still be there.
         on_disk = await anyio.to_thread.run_sync(
             lambda: {x.target for x in found if not x.found and self._exists(x.target)}
@@ -591,7 +592,7 @@ class Service:
         broken = sum(x.broken for x in links)
         what = "backlinks" if request.backlinks else "links"
         notes = [] if links else [f"{located.relpath} has no {what} in the index"]
-        return LinksReply(path=path, links=links, broken=broken, notes=notes)
+        return LinksReply(path=path, links=links, broken=broken, notes=notes, files=files)
 
     def _exists(self, path: str) -> bool:
         return self.roots.inside(path) and os.path.lexists(path)

@@ -55,11 +55,12 @@ from kbindex.daemon.index.values import (
     Described,
     Document,
     FileState,
-    Linked,
+    Links,
     Listing,
     Move,
     Query,
     Record,
+    SizeCaps,
     SkipReason,
     Stamp,
     Stats,
@@ -203,13 +204,30 @@ class PgIndex:
 
     # ---------------------------------------------------------------- writes
 
-    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
+    def known(self, prefixes: Sequence[str] | None, caps: SizeCaps) -> set[Stamp]:
+        # As SQLite's (``sqlite.store._STALE_SIZE``): a file's size cap is looked up by
+        # its name only between the two caps.
         sql = (
-            "SELECT path, CASE WHEN (skip_reason IS NULL AND size > %(cap)s)"
-            " OR (skip_reason = %(too_large)s AND size <= %(cap)s) THEN -1 ELSE size END,"
+            "SELECT path, CASE"
+            " WHEN size <= %(low)s THEN CASE WHEN skip_reason = %(too_large)s THEN -1 ELSE size END"
+            " WHEN size > %(high)s THEN CASE WHEN skip_reason IS NULL THEN -1 ELSE size END"
+            " WHEN EXISTS (SELECT 1 FROM unnest(%(suffixes)s::text[]) s"
+            " WHERE lower(right(kb_files.path, length(s))) = s"
+            " AND right(rtrim(left(kb_files.path, -length(s)), '.'), 1) NOT IN ('/', ''))"
+            " = %(documents_higher)s"
+            " THEN CASE WHEN skip_reason = %(too_large)s THEN -1 ELSE size END"
+            " ELSE CASE WHEN skip_reason IS NULL THEN -1 ELSE size END END,"
             " mtime_ns, ctime_ns, ino, dev FROM kb_files WHERE machine = %(machine)s"
         )
-        params = {"cap": max_file_bytes, "too_large": SkipReason.TOO_LARGE, "machine": self.machine}
+        low, high = sorted((caps.text, caps.document))
+        params = {
+            "low": low,
+            "high": high,
+            "suffixes": sorted(caps.suffixes),
+            "documents_higher": caps.document > caps.text,
+            "too_large": SkipReason.TOO_LARGE,
+            "machine": self.machine,
+        }
         if prefixes is None and not self._claimed:
             return set()
         conn = self._conn()
@@ -505,8 +523,8 @@ class PgIndex:
     def records(self, ids: Sequence[int]) -> list[Record]:
         return self._read(reads.records, ids) if ids else []
 
-    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
-        return self._read(links.links, self.machine, path, direction)
+    def links(self, path: str, direction: Literal["out", "in"], limit: int | None = None) -> Links:
+        return self._read(links.links, self.machine, path, direction, limit)
 
 
 def _where(dsn: str) -> str:

@@ -24,7 +24,7 @@ from kbindex.daemon.index.values import (
     Described,
     File,
     FileState,
-    Linked,
+    Links,
     Listing,
     Query,
     Record,
@@ -123,6 +123,6 @@ class SqliteIndex(Store):
     def retire_machine(self, name: str) -> int:
         raise IndexRefused("machines are retired from a shared index (backend postgres) only")
 
-    def links(self, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+    def links(self, path: str, direction: Literal["out", "in"], limit: int | None = None) -> Links:
         with self.reader() as conn:
-            return links.links(conn, path, direction)
+            return links.links(conn, path, direction, limit)

@@ -13,51 +13,76 @@ from typing import Literal
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.engine import sqlite
-from kbindex.daemon.index.values import Linked
+from kbindex.daemon.index.values import Linked, Links
 
 
-def links(conn: sqlite.Connection, path: str, direction: Literal["out", "in"]) -> list[Linked]:
+def links(
+    conn: sqlite.Connection, path: str, direction: Literal["out", "in"], limit: int | None
+) -> Links:
     conn.execute("BEGIN")  # one snapshot for the links and the files they lead to
     try:
-        return outgoing(conn, path) if direction == "out" else incoming(conn, path)
+        return outgoing(conn, path, limit) if direction == "out" else incoming(conn, path, limit)
     finally:
         conn.execute("ROLLBACK")
 
 
-def outgoing(conn: sqlite.Connection, path: str) -> list[Linked]:
+def outgoing(conn: sqlite.Connection, path: str, limit: int | None) -> Links:
+    # One file's links, each resolved here: a limit leaves out rows after the
+    # resolving, which tells which files they lead to.
     rows = conn.execute(
         "SELECT l.target, l.wiki, l.text, l.line, f.root FROM links l"
         " JOIN files f ON f.id = l.file WHERE f.path = ? ORDER BY l.line, l.rowid",
         (path,),
     ).fetchall()
+    resolved: dict[tuple[str, str, int], str | None] = {}
     found = []
     for target, wiki, text, line, root in rows:
-        resolved = wiki_target(conn, root, target) if wiki else _held(conn, root, target)
-        shown = f"{root}/{resolved or target}"
-        found.append(Linked(path, shown, text, line, resolved is not None, bool(wiki)))
-    return found
+        key = (root, target, wiki)
+        if key not in resolved:
+            resolved[key] = wiki_target(conn, root, target) if wiki else _held(conn, root, target)
+        shown = f"{root}/{resolved[key] or target}"
+        found.append(Linked(path, shown, text, line, resolved[key] is not None, bool(wiki)))
+    return Links.first_of_each(found, limit)
 
 
-def incoming(conn: sqlite.Connection, path: str) -> list[Linked]:
+def incoming(conn: sqlite.Connection, path: str, limit: int | None) -> Links:
     row = conn.execute("SELECT root, relpath FROM files WHERE path = ?", (path,)).fetchone()
     if row is None:
-        return []
+        return Links([], 0)
     root, relpath = row
     parts = relpath.split("/")
     names = ["/".join(parts[i:]).lower() for i in range(len(parts))]
-    rows = conn.execute(
-        "SELECT s.path, l.target, l.wiki, l.text, l.line FROM links l"
-        " JOIN files s ON s.id = l.file WHERE s.root = ? AND ("
-        f" (l.wiki = 0 AND l.target = ?) OR (l.wiki = 1 AND lower(l.target) IN {IN_JSON}))"
-        " ORDER BY s.path, l.line, l.rowid",
-        (root, relpath, as_json(names)),
-    ).fetchall()
-    return [
-        Linked(source, path, text, line, True, bool(wiki))
-        for source, target, wiki, text, line in rows
-        # A name two files share leads to one of them only.
-        if not wiki or wiki_target(conn, root, target) == relpath
+    # The wikilinks' spellings that lead here, each resolved once: a name two files
+    # share leads to one of them only.
+    spellings = [
+        target
+        for (target,) in conn.execute(
+            "SELECT DISTINCT l.target FROM links l JOIN files s ON s.id = l.file"
+            f" WHERE s.root = ? AND l.wiki = 1 AND lower(l.target) IN {IN_JSON}",
+            (root, as_json(names)),
+        )
+        if wiki_target(conn, root, target) == relpath
     ]
+    match = (
+        "FROM links l JOIN files s ON s.id = l.file WHERE s.root = ?"
+        f" AND ((l.wiki = 0 AND l.target = ?) OR (l.wiki = 1 AND l.target IN {IN_JSON}))"
+    )
+    params = (root, relpath, as_json(spellings))
+    (files,) = conn.execute(f"SELECT count(DISTINCT l.file) {match}", params).fetchone()
+    if limit is None:
+        sql = f"SELECT s.path, l.wiki, l.text, l.line {match} ORDER BY s.path, l.line, l.rowid"
+        rows = conn.execute(sql, params).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT path, wiki, text, line FROM (SELECT s.path, l.wiki, l.text, l.line,"
+            " row_number() OVER (PARTITION BY l.file ORDER BY l.line, l.rowid) AS nth"
+            f" {match}) WHERE nth = 1 ORDER BY path LIMIT ?",
+            (*params, limit),
+        ).fetchall()
+    found = [
+        Linked(source, path, text, line, True, bool(wiki)) for source, wiki, text, line in rows
+    ]
+    return Links(found, files)
 
 
 def wiki_target(conn: sqlite.Connection, root: str, name: str) -> str | None:

@@ -48,6 +48,7 @@ from kbindex.daemon.index.values import (
     Batch,
     Document,
     Move,
+    SizeCaps,
     SkipReason,
     Stamp,
     Structure,
@@ -69,6 +70,30 @@ _UNDER: Final = "(path = ? OR (path > ? AND path < ?))"
 
 def _under(prefix: str) -> tuple[str, str, str]:
     return (prefix, prefix + "/", prefix + "0")
+
+
+_STALE_SIZE: Final = (
+    "CASE WHEN size <= ?1 THEN CASE WHEN skip_reason = ?3 THEN -1 ELSE size END"
+    " WHEN size > ?2 THEN CASE WHEN skip_reason IS NULL THEN -1 ELSE size END"
+    # (json_each has a column "path" of its own)
+    " WHEN EXISTS (SELECT 1 FROM json_each(?4) s"
+    " WHERE lower(substr(files.path, -length(s.value))) = s.value"
+    " AND substr(rtrim(substr(files.path, 1, length(files.path) - length(s.value)), '.'), -1)"
+    " NOT IN ('/', '')) = ?5 THEN CASE WHEN skip_reason = ?3 THEN -1 ELSE size END"
+    " ELSE CASE WHEN skip_reason IS NULL THEN -1 ELSE size END END"
+)
+"""A file's recorded size, or -1 where its size cap reverses the recorded decision
+(``Index.known``). Under both caps (?1) only a file skipped as too large (?3) is read
+again, over both (?2) only an indexed one; between them, the file is under its cap when
+it is a document (a suffix of ?4, not the whole name: ``os.path.splitext``) exactly
+when the documents' cap is the higher one (?5)."""
+
+
+def _caps(caps: SizeCaps) -> tuple[int, int, str, str, int]:
+    """``_STALE_SIZE``'s parameters ?1 to ?5."""
+    low, high = sorted((caps.text, caps.document))
+    suffixes = as_json(sorted(caps.suffixes))
+    return (low, high, SkipReason.TOO_LARGE, suffixes, int(caps.document > caps.text))
 
 
 class Store:
@@ -342,22 +367,18 @@ class Store:
 
     # ------------------------------------------------------------ writer side
 
-    def known(self, prefixes: Sequence[str] | None, max_file_bytes: int) -> set[Stamp]:
+    def known(self, prefixes: Sequence[str] | None, caps: SizeCaps) -> set[Stamp]:
         """See ``Index.known``. The rows become the set straight from the cursor, and
-        the size cap is applied by SQLite: no Python code runs per file."""
+        the size caps are applied by SQLite: no Python code runs per file."""
         conn = self.writer
-        sql = (
-            "SELECT path, CASE WHEN (skip_reason IS NULL AND size > ?1)"
-            " OR (skip_reason = ?2 AND size <= ?1) THEN -1 ELSE size END,"
-            " mtime_ns, ctime_ns, ino, dev FROM files"
-        )
-        cap = (max_file_bytes, SkipReason.TOO_LARGE)
+        sql = f"SELECT path, {_STALE_SIZE}, mtime_ns, ctime_ns, ino, dev FROM files"
+        params = _caps(caps)
         if prefixes is None:
-            return set(conn.execute(sql, cap))
+            return set(conn.execute(sql, params))
         stamps: set[Stamp] = set()
         for prefix in prefixes:
-            # _UNDER's parameters come after ?1 and ?2: SQLite numbers them 3 to 5.
-            stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*cap, *_under(prefix))))
+            # _UNDER's parameters come after ?1 to ?5: SQLite numbers them 6 to 8.
+            stamps.update(conn.execute(f"{sql} WHERE {_UNDER}", (*params, *_under(prefix))))
         return stamps
 
     def _move(self, conn: sqlite.Connection, move: Move, renamer: Renamer | None) -> int:
