@@ -64,13 +64,17 @@ async def trailer(backend: Backend, path: str) -> list[str]:
 
 
 async def listing(
-    backend: Backend, path: str, backlinks: bool, limit: int
+    backend: Backend, path: str, backlinks: bool, limit: int, max_limit: int
 ) -> tuple[dict[str, Any], str]:
-    """find_files' answer for ``links:PATH`` or ``linked-from:PATH``: the files, each
-    once, in path order, with the line of its first link; broken links in the notes."""
-    reply = await backend.links(path, backlinks=backlinks)
+    """find_files' answer for ``links:PATH`` or ``linked-from:PATH``: the first ``limit``
+    files, each once, in path order, with the line of its first link; broken links in
+    the notes."""
+    # The daemon sends the first ``limit`` files and counts them all (an older one sends
+    # every link and no count).
+    reply = await backend.links(path, backlinks=backlinks, limit=limit)
     roots = [r.path for r in (await backend.status()).roots] if reply.links else []
     named = _distinct(reply.links, backlinks)
+    total = len(named) if reply.files is None else reply.files
     files: list[dict[str, Any]] = []
     lines: list[str] = []
     used = 0
@@ -83,18 +87,21 @@ async def listing(
         used += len(line) * 2
     term = "linked-from" if backlinks else "links"
     notes = list(reply.notes)
-    if len(files) < len(named):
-        notes.append(f"{len(named) - len(files)} more file(s) left out to keep this answer small.")
+    omitted = min(len(named), limit) - len(files)
+    if omitted:
+        notes.append(f"{omitted} more file(s) left out to keep this answer small.")
+    if total > len(files) and not omitted and limit < max_limit:
+        notes.append(f"{total - len(files)} more file(s): raise limit (max {max_limit}).")
     structured = {
         "glob": f"{term}:{path}",
         "files": files,
         "returned": len(files),
-        "total": len(named),
-        "truncated": len(files) < len(named),
+        "total": total,
+        "truncated": len(files) < total,
         "notes": notes,
     }
     what = "Files that link to" if backlinks else "Files linked from"
-    head = f"{what} {reply.path}: {len(named)}"
+    head = f"{what} {reply.path}: {total}"
     if reply.broken:
         head += f" ({reply.broken} broken link(s): the file is not there)"
     text = "\n".join([head, *lines, *(f"Note: {n}" for n in notes)])

@@ -175,7 +175,7 @@ class Toolbox:
                     "A links: or linked-from: term of 'where' lists every such file: leave"
                     " glob out."
                 )
-            return await links.listing(self.backend, *link, limit)
+            return await links.listing(self.backend, *link, limit, MAX_FIND_LIMIT)
         filters = where.filters(args.string("where"))
         # With a modified span, what changed lately: the newest first.
         newest = bool(filters.get("modified"))

@@ -46,6 +46,12 @@ async def test_read_file_names_links_and_backlinks_and_find_files_lists_them(
         paths = [f["path"] for f in listed["files"]]
         assert paths[0] == str(d.root / "daily" / "day00.md") and len(paths) == many + 1
         assert str(d.root / "hub.md") in paths and listed["total"] == many + 1
+        # A limit lists the first files, counts them all and names the limit as the cause.
+        first = await client.call_tool("find_files", {"where": term, "limit": 3})
+        assert [f["path"] for f in structured(first)["files"]] == paths[:3]
+        assert structured(first)["total"] == many + 1 and structured(first)["truncated"]
+        assert f"{many - 2} more file(s): raise limit" in text(first), text(first)
+        assert "to keep this answer small" not in text(first)
 
         out = await client.call_tool("find_files", {"where": "links:hub.md"})
         assert [f["path"] for f in structured(out)["files"]] == [
