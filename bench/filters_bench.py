@@ -141,7 +141,7 @@ def _index(backend: str, work: Path, roots: tuple[Path, Path], kept: bool) -> It
         with psycopg.connect(dsn, autocommit=True) as conn:
             schema.migrate(conn)
             if reused:
-                conn.execute("ANALYZE")  # the tables as a new server's statistics see them
+                conn.execute("VACUUM ANALYZE")  # as autovacuum leaves the tables in time
         idx = PgIndex(dsn, "bench")
         idx.open()
         try:
