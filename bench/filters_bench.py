@@ -14,7 +14,7 @@ Questions of two or three words are run unfiltered and with each filter
 ratios to the unfiltered search's, and checks that the small root's scoped search fills
 its limit.
 
-    .venv/bin/python bench/filters_bench.py [--corpus notes|bench] [--notes 20000]
+    .venv/bin/python bench/filters_bench.py [--corpus notes|bench] [--notes 20000] [--files N]
         [--backend sqlite|postgres] [--keep DIR [--index-only]]
 
 With ``--keep``, PostgreSQL's cluster keeps its data in DIR/pg and is started again from
@@ -77,8 +77,8 @@ def _notes(
     return big, small, WORDS[:600]
 
 
-def _bench_corpus(work: Path) -> tuple[Path, Path, list[str]]:
-    files, mb, seed = corpus.DEFAULT_FILES, corpus.DEFAULT_MB, corpus.DEFAULT_SEED
+def _bench_corpus(work: Path, files: int) -> tuple[Path, Path, list[str]]:
+    mb, seed = corpus.DEFAULT_MB * files / corpus.DEFAULT_FILES, corpus.DEFAULT_SEED
     out = corpus.default_out(files, mb, seed)
     manifest = corpus.build(out, files, mb, seed)
     corpus.build(work / "small", SMALL, mb * SMALL / files, seed + 1)
@@ -154,6 +154,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=("notes", "bench"), default="notes")
     parser.add_argument("--notes", type=int, default=20_000, help="large root's notes")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=corpus.DEFAULT_FILES,
+        help="with --corpus bench: its files (its size in proportion)",
+    )
     parser.add_argument("--questions", type=int, default=QUESTIONS)
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
@@ -174,7 +180,7 @@ def main() -> None:
         if args.corpus == "notes":
             big, small, words = _notes(work, args.notes, random.Random(41), write=not made)
         else:
-            big, small, words = _bench_corpus(work)
+            big, small, words = _bench_corpus(work, args.files)
         with _index(args.backend, work, (big, small), args.keep is not None) as (idx, reused):
             result = _measure(args, idx, reused, rng, big, small, words)
         if result:
@@ -204,6 +210,7 @@ def _measure(
         return None
     filters = _filters(args.corpus, big, small)
     times: dict[str, list[float]] = {"unfiltered": [], **{k: [] for k in filters}}
+    modes: dict[str, list[str]] = {name: [] for name in times}
     full = 0
     runs = [("unfiltered", NO_FILTERS), *filters.items()]
     for n in range(args.questions):
@@ -213,6 +220,7 @@ def _measure(
             began = time.perf_counter()
             found = searching.search(idx, replace(plan, filters=given))
             times[name].append((time.perf_counter() - began) * 1000)
+            modes[name].append(found.mode)
             if name == SCOPE:
                 full += len(found.hits) == min(10, found.total)
     base = _summary(times["unfiltered"])
@@ -233,6 +241,25 @@ def _measure(
         result[name] = got | {
             "p50_ratio": round(got["p50_ms"] / base["p50_ms"], 2),
             "p99_ratio": round(got["p99_ms"] / base["p99_ms"], 2),
+        }
+        # Questions no filtered document holds every word of: the search then ranks
+        # those holding any (a second statement, more matches), unlike the unfiltered one.
+        alike = [
+            (t, u)
+            for t, u, m, um in zip(
+                times[name], times["unfiltered"], modes[name], modes["unfiltered"], strict=True
+            )
+            if m == um
+        ]
+        result[name] |= {
+            "any_word_fallbacks": len(times[name]) - len(alike),
+            "p50_ratio_same_mode": round(
+                common.percentile([t for t, _ in alike], 0.5)
+                / common.percentile([u for _, u in alike], 0.5),
+                2,
+            )
+            if alike
+            else None,
         }
     return result
 
