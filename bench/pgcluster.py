@@ -111,6 +111,14 @@ def kept(folder: Path) -> Iterator[tuple[str, bool]]:
     reused = (server.data / "PG_VERSION").exists()
     if not reused:
         server.init()
+    else:
+        # A copy of another folder's cluster: its socket here, not in the original's
+        # folder (the last setting in the file wins).
+        conf = server.data / "postgresql.conf"
+        line = f"unix_socket_directories = '{folder}'"
+        if conf.read_text().rstrip().splitlines()[-1] != line:
+            with conf.open("a", encoding="utf-8") as out:
+                out.write(line + "\n")
     server.start()
     try:
         dsn = server.dsn("kbbench")
