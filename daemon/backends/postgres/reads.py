@@ -166,7 +166,8 @@ def _ranked(
     found = render.condition(expr)
     matched, path_params = _matched(found.where, filters)
     candidates = ""
-    if filters.path or filters.structured:
+    if filters.tags or filters.fields or filters.dated:
+        # The planner estimates a files row's filters well enough; not these sets.
         candidates, matched, path_params = _narrowed(
             found.where, filters, expr.either, corpus.documents
         )
@@ -277,9 +278,8 @@ def _narrowed(
 
     The expected matches are ``expected``'s share of ``documents``. The choice is made
     while the statement runs: the planner cannot estimate a ``tsquery`` known only then,
-    nor how many rows a key's values have, and took a small scope through every match of
-    an any-word query in the whole index, or a year of notes through their ``words``
-    one by one for a query that matched a handful."""
+    nor how many rows a key's values have, and took a year of notes through their
+    ``words`` one by one for a query that matched a handful."""
     path, path_params = path_sql(filters.path)
     split = filters_parts(filters)
     n = max(documents, 1)
