@@ -9,6 +9,7 @@ as the ``postgres`` account when we are root), one fresh database per run.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,6 +88,46 @@ def databases(dsn: str | None) -> Iterator[Databases]:
         yield Databases(None, server)
     finally:
         server.close()
+
+
+@contextmanager
+def kept(folder: Path) -> Iterator[tuple[str, bool]]:
+    """A cluster whose data stays in ``folder`` (a short path: the server's socket is made
+    there), started again from it when it holds one: the connection string of its one
+    database, and whether it was there already. Stopped, not removed, on the way out."""
+    sys.path.insert(0, str(common.REPO / "tests"))
+    import pgserver
+
+    bindir = pgserver.find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL's initdb and pg_ctl not found")
+    server = pgserver.PgServer(bindir)
+    shutil.rmtree(server.base)  # the temporary folder it made: ``folder`` instead
+    folder.mkdir(parents=True, exist_ok=True)
+    server.base = server.sockdir = folder
+    server.data, server.log_path = folder / "data", folder / "server.log"
+    if server._account is not None:
+        os.chown(folder, server._account.pw_uid, server._account.pw_gid)
+    reused = (server.data / "PG_VERSION").exists()
+    if not reused:
+        server.init()
+    else:
+        # A copy of another folder's cluster: its socket here, not in the original's
+        # folder (the last setting in the file wins).
+        conf = server.data / "postgresql.conf"
+        line = f"unix_socket_directories = '{folder}'"
+        if conf.read_text().rstrip().splitlines()[-1] != line:
+            with conf.open("a", encoding="utf-8") as out:
+                out.write(line + "\n")
+    server.start()
+    try:
+        dsn = server.dsn("kbbench")
+        if not reused:
+            with psycopg.connect(server.dsn("postgres"), autocommit=True) as conn:
+                conn.execute("CREATE DATABASE kbbench")
+        yield dsn, reused
+    finally:
+        server.stop()
 
 
 def relation_mb(dsn: str) -> float:

@@ -18,6 +18,7 @@ import psycopg
 from kbindex.daemon.backends.postgres import render
 from kbindex.daemon.backends.postgres.connections import Connection
 from kbindex.daemon.backends.postgres.filters import condition as filters_condition
+from kbindex.daemon.backends.postgres.filters import parts as filters_parts
 from kbindex.daemon.index.interface import BadQuery, TooSlow
 from kbindex.daemon.index.plan import NO_FILTERS, Filters, PathFilter, Plan
 from kbindex.daemon.index.values import (
@@ -163,37 +164,38 @@ def _ranked(
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
     found = render.condition(expr)
-    cond, path_params = files_sql(filters)
-    # Every document has its files row: joined only to filter by path (or by filters).
-    joined = " JOIN kb_files f ON f.id = d.id" if path_params else ""
-    matched = f"SELECT d.id FROM kb_docs d{joined} WHERE {found.where} AND {cond}"
+    matched, path_params = _matched(found.where, filters)
+    candidates = ""
+    if filters.tags or filters.fields or filters.dated:
+        # The planner estimates a files row's filters well enough; not these sets.
+        candidates, matched, path_params = _narrowed(
+            found.where, filters, expr.either, corpus.documents
+        )
     if found.limited is not None:
         # A phrase: documents whose ``words`` lost positions are matched apart (``limits``).
-        matched += (
-            f" UNION ALL SELECT d.id FROM kb_docs d{joined}"
-            f" WHERE d.limited AND {found.limited} AND {cond}"
-        )
-        path_params = [*path_params, *path_params]
+        limited, limited_params = _matched(f"d.limited AND {found.limited}", filters)
+        matched += f" UNION ALL {limited}"
+        path_params = [*path_params, *limited_params]
     phrased = phrase_score = phrase_join = ""
     if found.phrases:
-        others = expr.exact or expr.negated or expr.excluded or path_params
+        others = expr.exact or expr.negated or expr.excluded or filters.path or filters.structured
         phrased = _phrases(found.phrases, only=expr.form == "{}" and not others)
         phrase_score = " + coalesce(ps.score, 0)"
         phrase_join = " LEFT JOIN phrase_scored ps ON ps.doc = m.id"
     sql = f"""
         WITH q AS MATERIALIZED (SELECT {found.columns}),
         terms AS MATERIALIZED (
-            SELECT p.lexeme, {IDF.format(df="count(*)")} AS idf
+            SELECT p.lexeme, {IDF.format(df="count(*)")} AS idf, count(*) AS df
             FROM kb_postings p
             WHERE p.lexeme = ANY(
                 tsvector_to_array(to_tsvector('simple', querytree((SELECT r FROM q))))
             )
             GROUP BY p.lexeme
             UNION
-            SELECT w.lexeme, {IDF.format(df="w.df")}
+            SELECT w.lexeme, {IDF.format(df="w.df")}, w.df
             FROM regexp_matches(querytree((SELECT r FROM q)), {_PREFIX_PATTERN}, 'g') x
             CROSS JOIN LATERAL ({_PREFIXED}) w
-        ),
+        ),{candidates}
         matched AS MATERIALIZED ({matched}),
         scored AS (
             SELECT u.doc, sum({_BM25.format(idf="t.idf", tf="u.tf", length="u.length")}) AS score
@@ -214,6 +216,107 @@ def _ranked(
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)
     return conn.execute(sql, args).fetchall()
+
+
+def _matched(where: str, filters: Filters) -> tuple[str, list[object]]:
+    """The ids of the documents ``where`` (on ``kb_docs d``) matches that pass
+    ``filters``, and the parameters. The files row is joined for a path or a row filter;
+    a tag, field or date is looked up for each document the rest leaves, by its id in
+    ``kb_fields`` (an index holds the rows whole: ``schema``, v8). Given the lookups as
+    sets to join, the planner, which cannot tell how many documents a ``tsquery`` known
+    only at run time matches nor how many rows a key's values have, often started from
+    the set and tested each of its documents' ``words``, read from TOAST."""
+    path, path_params = path_sql(filters.path)
+    split = filters_parts(filters)
+    joined = ""
+    cond, params = "true", list[object]()
+    if path_params or split.row != "true":
+        # Every document has its files row: joined only to filter by it.
+        joined = " JOIN kb_files f ON f.id = d.id"
+        cond, params = f"{path} AND {split.row}", [*path_params, *split.row_params]
+    for sql, set_params in split.sets:
+        # OFFSET 0: a lookup per document, never turned into a join with the whole set.
+        cond += f" AND EXISTS ({sql} AND doc = d.id OFFSET 0)"
+        params += set_params
+    return f"SELECT d.id FROM kb_docs d{joined} WHERE {where} AND {cond}", params
+
+
+CANDIDATE_COST: Final = 8
+"""What testing one document on its own costs (its row by key, its ``words`` from TOAST),
+in matches found by the GIN index instead, about."""
+HASHED: Final = 6
+"""How many candidates per expected match are worth reading to keep the matches by a
+hash of them: a candidate is read in a fraction of a page, a lookup of one match in
+``kb_fields`` (``_matched``) takes two or three."""
+
+
+def expected(either: bool, documents: int) -> str:
+    """The share of the index a query is expected to match, from its words' counts in
+    ``terms`` (an aggregate), as if the words were independent: each word's share of
+    ``documents``, multiplied, or with ``either`` one minus the product of the shares
+    that lack it."""
+    # A number this daemon counted, not text a client typed.
+    share = f"greatest(df, 1)::float8 / {documents}"
+    if either:
+        return f"(1 - exp(sum(ln(greatest(1 - {share}, 1e-9)))))"
+    return f"exp(sum(ln({share})))"
+
+
+def _narrowed(
+    where: str, filters: Filters, either: bool, documents: int
+) -> tuple[str, str, list[object]]:
+    """For a filtered search: CTEs of the documents the filters pass (``candidates``),
+    read up to the number of matches the query is expected to have, and a ``matched``
+    that takes one of three ways, whichever the counts say is cheapest:
+
+    - few candidates (under the expected matches over CANDIDATE_COST): each is tested
+      against ``where``;
+    - all of them read: the GIN index finds the matches, and a hash of the candidates
+      keeps those that pass;
+    - more: the GIN index finds the matches, and each is tested against the filters
+      (``_matched``: its files row, a lookup per set).
+
+    The expected matches are ``expected``'s share of ``documents``. The choice is made
+    while the statement runs: the planner cannot estimate a ``tsquery`` known only then,
+    nor how many rows a key's values have, and took a year of notes through their
+    ``words`` one by one for a query that matched a handful."""
+    path, path_params = path_sql(filters.path)
+    split = filters_parts(filters)
+    n = max(documents, 1)
+    key, params = "f.id", [*path_params, *split.row_params]
+    source, cond, sets = "SELECT f.id FROM kb_files f", f"{path} AND {split.row}", split.sets
+    if not path_params and split.row == "true" and split.sets:
+        key, params = "s.doc", list(split.sets[0][1])
+        source, cond, sets = f"SELECT s.doc FROM ({split.sets[0][0]}) s", "true", sets[1:]
+    for sql, set_params in sets:
+        cond += f" AND EXISTS ({sql} AND doc = {key} OFFSET 0)"
+        params += set_params
+    # None of the query's words indexed: nothing expected, and the GIN index answers.
+    ctes = f"""
+        expected AS MATERIALIZED (
+            SELECT ceil(coalesce({n} * {expected(either, n)}, 0))::bigint AS m FROM terms
+        ),
+        candidates(id) AS MATERIALIZED (
+            {source} WHERE {cond} LIMIT (SELECT m * {HASHED} FROM expected)
+        ),
+        counted AS MATERIALIZED (
+            SELECT count(*) AS c, (SELECT m FROM expected) AS m FROM candidates
+        ),"""
+    plain, plain_params = _matched(where, filters)
+    # The sublink under IS TRUE is not made a join: it stays a hashed subplan, and
+    # the GIN index, not the candidates, leads. DISTINCT: a document may be in a set
+    # twice (two dates in the span).
+    matched = f"""
+        SELECT DISTINCT c.id FROM candidates c
+        WHERE (SELECT c * {CANDIDATE_COST} < m FROM counted)
+            AND EXISTS (SELECT 1 FROM kb_docs d WHERE d.id = c.id AND {where} OFFSET 0)
+        UNION ALL
+        SELECT d.id FROM kb_docs d
+        WHERE (SELECT c * {CANDIDATE_COST} >= m AND c < m * {HASHED} FROM counted)
+            AND {where} AND (d.id IN (SELECT id FROM candidates)) IS TRUE
+        UNION ALL
+        SELECT x.id FROM ({plain}) x WHERE (SELECT c >= m * {HASHED} FROM counted)"""
+    return ctes, matched, [*params, *plain_params]
 
 
 _PHRASE_TF: Final = """

@@ -56,7 +56,7 @@ from kbindex.daemon.index.interface import IndexRefused
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 NAMESPACE: Final = "kbindex"
 COMMAND: Final = "kbindexd db migrate --dsn URL"
 """What the database's owner runs to create or upgrade the schema."""
@@ -308,6 +308,16 @@ $$;
 # written before keep pglz until they are written again; a server without lz4 keeps
 # pglz.
 
+_V8: Final = """
+CREATE INDEX kb_fields_of ON kb_fields(doc, source, key) INCLUDE (value, number);
+DROP INDEX kb_fields_doc;
+"""
+# v8: a document's fields found from its id alone, the index holding their values and
+# numbers: a filtered search asks, for each document it matched, whether it has the tag,
+# value or date asked for, and the index answers without reading the table (an index on
+# ``lower(value)`` cannot: PostgreSQL reads the row for an expression's column). It
+# serves what ``kb_fields_doc`` did (a document's rows, as the first column).
+
 
 _SEGMENTS_BODY: Final = _V3[_V3.index("AS $$") + 5 : _V3.rindex("$$;")].strip()
 
@@ -400,7 +410,7 @@ _LEGACY_OBJECTS: Final = (
     "TEXT SEARCH DICTIONARY public.kb_porter",
 )
 
-MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7}
+MIGRATIONS: Final[dict[int, str]] = {1: _V1, 2: _V2, 3: _V3, 4: _V4, 5: _V5, 6: _V6, 7: _V7, 8: _V8}
 
 
 class SchemaRefused(IndexRefused):
