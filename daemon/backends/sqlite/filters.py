@@ -8,10 +8,16 @@ number)`` index.
 
 In a search, each membership is checked on the full-text table's rowid, as FTS5 hands
 a match over, before the match's files row is read; a statement that finds few matches
-checks a field or date on each match's own ``fields`` rows instead (``few``). A search
-first looks up the first and last id of its roots (``lookups``, ``Admitted``), which
-FTS5 takes as the stretch of each doclist to read: a root's files are mostly indexed
-together, so a small root is a short stretch.
+checks a field or date on each match's own ``fields`` rows instead (``few``).
+
+A search first looks up where the ids its filters admit lie (``lookups``, ``Admitted``):
+the first and last id of its roots, and, for each filter an index lists (a path's
+names, a tag, a front matter value, a date span), its ids when they are few
+(``LISTED``). FTS5 takes each stretch of ids as the part of each doclist to read: files
+are mostly indexed folder by folder, so a small root or a folder is a short stretch,
+and a filter that admits few files, wherever they lie, a few short ones. When they are
+many, or spread over the index, the one stretch of the roots (or none) is read and the
+conditions rule the matches out as FTS5 hands them over.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from kbindex.daemon.backends.sqlite.documents import IN_JSON, as_json
 from kbindex.daemon.index.plan import DATE_KEYS, DateRange, Filters
@@ -30,36 +37,136 @@ _UPPER = str.maketrans({c: c.upper() for c in "abcdefghijklmnopqrstuvwxyz"})
 _LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
+LISTED: Final = 500
+"""A filter an index lists is listed no further than this many ids: more than that, and
+its ids bound nothing (``Admitted``)."""
+STRETCHES: Final = 8
+"""At most this many stretches of ids: a statement runs once for each."""
+SPREAD: Final = 0.25
+"""Stretches that cover more than this share of the ids they would replace are not used:
+reading a doclist's parts costs a statement each, reading it whole costs one."""
+SPAN: Final = "SELECT (SELECT min(id) FROM files), (SELECT max(id) FROM files)"
+"""The ids of the whole index, which the stretches of a listing are weighed against."""
+
+
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """The stretch of ids a search's roots admit, looked up before its statements run."""
+    """Where the ids a search's filters admit lie, looked up before its statements run."""
 
-    first: int | None
-    """No id below this one is admitted (None: no bound)."""
-    last: int | None
+    stretches: tuple[tuple[int, int], ...]
+    """Every admitted id lies in one of these (first, last) stretches, in ascending order,
+    which do not overlap; none: no bound."""
     nothing: bool = False
     """No id at all is admitted."""
+    listed: bool = False
+    """The stretches hold the ids of a listing: at most ``LISTED``."""
 
     @staticmethod
-    def of(rows: Sequence[tuple[int | None, int | None]]) -> Admitted:
-        """From the rows of ``lookups`` (each a first and a last id)."""
+    def of(
+        bounds: Sequence[tuple[int | None, int | None]],
+        listed: Sequence[Sequence[int]] = (),
+        span: tuple[int | None, int | None] = (None, None),
+    ) -> Admitted:
+        """From what a search looked up: ``bounds``, the rows of ``lookups`` (each a
+        first and a last id); ``listed``, the ids of each of ``listings`` (``LISTED +
+        1`` of them when more); and ``span``, the first and last id of the index
+        (``SPAN``)."""
         first: int | None = None
         last: int | None = None
-        for low, high in rows:
+        for low, high in bounds:
             if low is None or high is None:
-                return Admitted(None, None, nothing=True)
+                return Admitted((), nothing=True)
             first = low if first is None else max(first, low)
             last = high if last is None else min(last, high)
-        return Admitted(first, last)
+        if first is not None and last is not None and first > last:
+            return Admitted((), nothing=True)
+        bound = () if first is None or last is None else ((first, last),)
+        complete = [set(ids) for ids in listed if len(ids) <= LISTED]
+        if not complete:
+            return Admitted(bound)
+        low, high = bound[0] if bound else span
+        ids = sorted(
+            i
+            for i in set.intersection(*complete)
+            if (low is None or i >= low) and (high is None or i <= high)
+        )
+        if not ids:
+            return Admitted((), nothing=True)
+        stretches = _stretches(ids)
+        covered = sum(end - start + 1 for start, end in stretches)
+        if low is not None and high is not None and covered > SPREAD * (high - low + 1):
+            return Admitted(bound)
+        return Admitted(stretches, listed=True)
+
+    def hull(self) -> tuple[int, int] | None:
+        """The one stretch that holds every admitted id (None: no bound)."""
+        if not self.stretches:
+            return None
+        return self.stretches[0][0], self.stretches[-1][1]
+
+
+def _stretches(ids: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """``ids`` (ascending, distinct) as at most ``STRETCHES`` stretches, cut at the
+    widest gaps between them."""
+    widest = sorted(range(1, len(ids)), key=lambda i: ids[i] - ids[i - 1], reverse=True)
+    cuts = sorted(i for i in widest[: STRETCHES - 1] if ids[i] - ids[i - 1] > 1)
+    starts, ends = [0, *cuts], [*cuts, len(ids)]
+    return tuple((ids[start], ids[end - 1]) for start, end in zip(starts, ends, strict=True))
 
 
 def lookups(filters: Filters) -> list[tuple[str, list[object]]]:
-    """The queries whose rows make a search's ``Admitted``: the first and last id of
+    """The queries whose rows bound a search's ``Admitted``: the first and last id of
     its roots (none without a root filter)."""
     if not filters.roots:
         return []
     roots: list[object] = [as_json(filters.roots)]
     return [(f"SELECT min(id), max(id) FROM files WHERE root IN {IN_JSON}", roots)]
+
+
+def listings(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The queries that list the ids each filter an index lists admits (a path's names
+    by a range of them: a few more than it admits), each a JSON array of up to
+    ``LISTED + 1`` of them (more than ``LISTED`` bound nothing)."""
+    listed = _path_list(filters) + _tag_lists(filters) + _field_lists(filters)
+    return [
+        (f"WITH l(id) AS ({sql} LIMIT ?) SELECT json_group_array(id) FROM l", [*p, LISTED + 1])
+        for sql, p in listed + _date_lists(filters)
+    ]
+
+
+def _path_list(filters: Filters) -> list[tuple[str, list[object]]]:
+    """The query of the ids whose path lies in the range of names a path filter's
+    literal start holds (none when it has none: a glob starting with ``*``)."""
+    path = filters.path
+    if path is None:
+        return []
+    if path.glob:
+        cut = min((i for i, c in enumerate(path.glob) if c in "*?["), default=len(path.glob))
+        start = path.glob[:cut]
+        if not start or ord(start[-1]) >= 0xD7FF:
+            return []
+        # Every name that starts with ``start`` sorts before its last letter's next.
+        end = start[:-1] + chr(ord(start[-1]) + 1)
+    else:
+        start, end = path.stem, path.stem + "0"  # the stem, and what lies under it: '0' follows '/'
+    if path.absolute:
+        return [("SELECT id FROM files WHERE path >= ? AND path < ?", [start, end])]
+    if filters.roots:
+        roots, roots_params = IN_JSON, [as_json(filters.roots)]
+    else:
+        # Each root by a seek of the index, not a scan of its entries.
+        roots_params = []
+        roots = (
+            "(WITH RECURSIVE r(root) AS (SELECT min(root) FROM files UNION ALL"
+            " SELECT (SELECT min(root) FROM files WHERE root > r.root) FROM r"
+            " WHERE r.root IS NOT NULL) SELECT root FROM r)"
+        )
+    return [
+        (
+            f"SELECT id FROM files WHERE root IN {roots} AND relpath >= ? AND relpath < ?",
+            [*roots_params, start, end],
+        )
+    ]
 
 
 def condition(
@@ -103,11 +210,12 @@ def condition(
     for sql, list_params in listed:
         parts.append(f"{member} ({sql})")
         params += list_params
+    hull = None if admitted is None else admitted.hull()
     if admitted is not None and admitted.nothing:
         parts.append("0")
-    elif admitted is not None and admitted.first is not None and admitted.last is not None:
+    elif hull is not None:
         parts.append(f"{rowid} >= ? AND {rowid} <= ?")  # FTS5 reads only this stretch
-        params += [admitted.first, admitted.last]
+        params += list(hull)
     return (" AND ".join(parts) or "1"), params
 
 

@@ -7,6 +7,7 @@ it, so a pathological query costs its caller a clear error, not the daemon its t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +16,7 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, IN_JSON, STEMMED, TITLES, as_json
-from kbindex.daemon.backends.sqlite.filters import Admitted, condition, lookups
+from kbindex.daemon.backends.sqlite.filters import SPAN, Admitted, condition, listings, lookups
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import BadQuery
@@ -57,10 +58,10 @@ def files_sql(
     """SQL condition for ``filters`` (its path filter and the rest) on the files table
     ``prefix``; ``admitted``: what a search looked its filters up to (``filters``)."""
     cond, params = path_sql(filters.path, prefix)
-    if not filters.structured:
+    if not filters.structured and admitted is None:
         return cond, params
     more, more_params = condition(filters, prefix, admitted, few=few)
-    return f"{cond} AND {more}", [*params, *more_params]
+    return (cond, params) if more == "1" else (f"{cond} AND {more}", [*params, *more_params])
 
 
 class Deadline:
@@ -116,13 +117,16 @@ def _in_transaction(
 def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
     """``query`` with what its filters admit (``filters.lookups``), looked up once for
     all the statements of its search."""
+    filters = query.filters
     try:
-        rows = [conn.execute(sql, params).fetchone() for sql, params in lookups(query.filters)]
+        bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
+        listed = [json.loads(conn.execute(sql, p).fetchone()[0]) for sql, p in listings(filters)]
+        span = conn.execute(SPAN).fetchone() if listed else (None, None)
     except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
         raise BadQuery("the query took too long; make it more specific") from None
-    return replace(query, admitted=Admitted.of(rows))
+    return replace(query, admitted=Admitted.of(bounds, listed, span))
 
 
 def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[list[Any], int, str]:
@@ -220,7 +224,34 @@ class _Query:
     ) -> tuple[list[Any], int]:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
-        ``split``: the documents of its essential items ranked first (``essential``)."""
+        ``split``: the documents of its essential items ranked first (``essential``).
+
+        With several stretches of admitted ids (``filters.Admitted``), each is searched
+        on its own and their lists merged: the stretches do not overlap, so the best
+        rows of all are the best of each's, and the counts add up. bm25 counts a
+        word's documents over the whole index whatever stretch is read, so the scores
+        are the same as one search's."""
+        admitted = self.admitted
+        if admitted is None or len(admitted.stretches) < 2:
+            return self._run(conn, match, required, excluded, split)
+        rows: list[Any] = []
+        total = 0
+        for stretch in admitted.stretches:
+            part = replace(self, admitted=replace(admitted, stretches=(stretch,)))
+            found, count = part._run(conn, match, required, excluded, split)
+            rows += found
+            total += count
+        rows.sort(key=lambda row: (row[-1], row[0]))  # by score, then id: as ranked
+        return rows[: self.limit], total
+
+    def _run(
+        self,
+        conn: sqlite.Connection,
+        match: Expr,
+        required: tuple[str, ...],
+        excluded: tuple[str, ...],
+        split: essential.Split | None,
+    ) -> tuple[list[Any], int]:
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
             checked = self.filters.fields or self.filters.dated
@@ -262,7 +293,10 @@ class _Query:
         """``_ranked``, the documents of ``split``'s essential items first: their list
         when it decides the ranking, else the whole one. (The unary ``+``: see
         ``_checks``.)"""
-        if split is not None and min(self.weights) >= 0:  # the bound needs them so
+        # The bound needs weights of 0 or more; and a listing's few documents cost
+        # less to rank at once than to rank twice.
+        listed = self.admitted is not None and self.admitted.listed
+        if split is not None and min(self.weights) >= 0 and not listed:
             essential_only = (
                 f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             )
