@@ -254,21 +254,25 @@ class _Query:
     ) -> tuple[list[Any], int]:
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            checked = self.filters.fields or self.filters.dated
+            filters = self.filters
+            checked = filters.fields or filters.dated
             few = bool(checked) and _few(conn, resolved.match)
-            cond, params = files_sql(self.filters, admitted=self.admitted, few=few)
-            # The files row is joined only for a filter or a factor (a kind's boost,
-            # recency): every document has one, written in the same transaction, and
-            # counting through the join would look up each match's row.
+            cond, params = files_sql(filters, admitted=self.admitted, few=few)
+            # The files row is joined only for a condition on it or a factor (a kind's
+            # boost, recency): every document has one, written in the same transaction,
+            # and counting through the join would look up each match's row.
+            on_files = bool(filters.path or filters.roots or filters.kinds or filters.modified)
             checks, exact = _checks(resolved)
             where = f"WHERE {STEMMED} MATCH ? AND {cond}{checks}"
             joined = f"{STEMMED} d JOIN files f ON f.id = d.rowid {where}"
-            plain = joined if params else f"{STEMMED} d {where}"
+            plain = joined if on_files else f"{STEMMED} d {where}"
             args: list[object] = [resolved.match, *params, *exact]
-            if has_prefix(match):
-                # A prefix term's phrases (with FTS5's own prefix, a merge of every word
-                # it starts) cost as much to find again as to rank: counted while ranked.
-                source = joined if params or self.factor() else plain
+            if has_prefix(match) or (checked and not few):
+                # Counted while ranked: a prefix term's phrases (with FTS5's own prefix,
+                # a merge of every word it starts) cost as much to find again as to
+                # rank; and a statement that checks a field or date against the list of
+                # ids it admits builds that list (thousands of ids) again.
+                source = joined if on_files or self.factor() else plain
                 rows, total = self._ranked_counted(conn, source, args)
             else:
                 rows = self._ranked_first(conn, plain, joined, args, split)
