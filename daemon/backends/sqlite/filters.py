@@ -81,13 +81,13 @@ class Admitted:
         if first is not None and last is not None and first > last:
             return Admitted((), nothing=True)
         bound = () if first is None or last is None else ((first, last),)
-        complete = [set(ids) for ids in listed if len(ids) <= LISTED]
-        if not complete:
+        whole = [set(ids) for ids in listed if len(ids) <= LISTED]
+        if not whole:
             return Admitted(bound)
         low, high = bound[0] if bound else span
         ids = sorted(
             i
-            for i in set.intersection(*complete)
+            for i in set.intersection(*whole)
             if (low is None or i >= low) and (high is None or i <= high)
         )
         if not ids:
@@ -132,6 +132,12 @@ def listings(filters: Filters) -> list[tuple[str, list[object]]]:
         (f"WITH l(id) AS ({sql} LIMIT ?) SELECT json_group_array(id) FROM l", [*p, LISTED + 1])
         for sql, p in listed + _date_lists(filters)
     ]
+
+
+def complete(listed: Sequence[Sequence[int]]) -> bool:
+    """Whether one of the lists ``listings`` gave holds every id its filter admits (only
+    then does ``Admitted.of`` need the index's ``SPAN``)."""
+    return any(len(ids) <= LISTED for ids in listed)
 
 
 def _path_list(filters: Filters) -> list[tuple[str, list[object]]]:

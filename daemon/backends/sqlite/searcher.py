@@ -16,7 +16,14 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, IN_JSON, STEMMED, TITLES, as_json
-from kbindex.daemon.backends.sqlite.filters import SPAN, Admitted, condition, listings, lookups
+from kbindex.daemon.backends.sqlite.filters import (
+    SPAN,
+    Admitted,
+    complete,
+    condition,
+    listings,
+    lookups,
+)
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import BadQuery
@@ -121,7 +128,7 @@ def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
     try:
         bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
         listed = [json.loads(conn.execute(sql, p).fetchone()[0]) for sql, p in listings(filters)]
-        span = conn.execute(SPAN).fetchone() if listed else (None, None)
+        span = conn.execute(SPAN).fetchone() if complete(listed) else (None, None)
     except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
