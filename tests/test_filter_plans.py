@@ -165,14 +165,15 @@ def test_a_filtered_search_gives_the_answers_of_the_whole_index_kept_to_what_it_
     spread = data.draw(st.sampled_from([filters.SPREAD, 1.0]))
     few = data.draw(st.sampled_from([searcher.FEW_MATCHES, 0]))
     plan = replace(to_plan(" ".join(words), limit=limit), filters=given_filters, boosts=boosts)
-    saved = filters.LISTED, filters.SPREAD, searcher.FEW_MATCHES
+    saved = filters.LISTED, filters.LISTED_FIELDS, filters.SPREAD, searcher.FEW_MATCHES
     try:
         filters.SPREAD, searcher.FEW_MATCHES = spread, few
         ranked, total, mode = indexed.store.rank(plan)
-        filters.LISTED = -1  # no listing is complete: every doclist is read whole
+        # No listing is complete: every doclist is read whole.
+        filters.LISTED = filters.LISTED_FIELDS = -1
         assert indexed.store.rank(plan) == (ranked, total, mode)
     finally:
-        filters.LISTED, filters.SPREAD, searcher.FEW_MATCHES = saved
+        filters.LISTED, filters.LISTED_FIELDS, filters.SPREAD, searcher.FEW_MATCHES = saved
     admitted = {i for i, n in indexed.notes.items() if _admits(given_filters, n)}
     assert {i for i, _ in ranked} <= admitted
     holding = {i for i in admitted if set(words) <= indexed.notes[i].words}
@@ -194,7 +195,7 @@ def test_a_folder_written_in_turns_is_listed_as_its_stretches(indexed: Indexed) 
     with indexed.store.reader() as conn:
         conn.execute("BEGIN")
         try:
-            sql, params = filters.listings(plan.filters)[0]
+            sql, params, _ = filters.listings(plan.filters)[0]
             ids = sorted(json.loads(conn.execute(sql, params).fetchone()[0]))
             span = conn.execute(filters.SPAN).fetchone()
         finally:

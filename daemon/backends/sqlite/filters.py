@@ -12,12 +12,12 @@ checks a field or date on each match's own ``fields`` rows instead (``few``).
 
 A search first looks up where the ids its filters admit lie (``lookups``, ``Admitted``):
 the first and last id of its roots, and, for each filter an index lists (a path's
-names, a tag, a front matter value, a date span), its ids when they are few
-(``LISTED``). FTS5 takes each stretch of ids as the part of each doclist to read: files
-are mostly indexed folder by folder, so a small root or a folder is a short stretch,
-and a filter that admits few files, wherever they lie, a few short ones. When they are
-many, or spread over the index, the one stretch of the roots (or none) is read and the
-conditions rule the matches out as FTS5 hands them over.
+names, a tag, a date span), its ids when they are few (``listings``). FTS5 takes each
+stretch of ids as the part of each doclist to read: files are mostly indexed folder by
+folder, so a small root or a folder is a short stretch, and a filter that admits few
+files, wherever they lie, a few short ones. When they are many, or spread over the
+index, the one stretch of the roots (or none) is read and the conditions rule the
+matches out as FTS5 hands them over.
 """
 
 from __future__ import annotations
@@ -38,8 +38,13 @@ _LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
 LISTED: Final = 500
-"""A filter an index lists is listed no further than this many ids: more than that, and
-its ids bound nothing (``Admitted``)."""
+"""A path filter's ids are listed no further than this: more than that, and they bound
+nothing (``Admitted``)."""
+LISTED_FIELDS: Final = 64
+"""A tag's or date span's ids are listed no further than this. They lie spread over the
+index unless their files were written together (a folder indexed at once, the notes of
+one week in a live index): spread ids fill the stretches and cover most of it, so a
+longer list would cost more to read than it ever saves."""
 STRETCHES: Final = 8
 """At most this many stretches of ids: a statement runs once for each."""
 SPREAD: Final = 0.25
@@ -59,18 +64,17 @@ class Admitted:
     nothing: bool = False
     """No id at all is admitted."""
     listed: bool = False
-    """The stretches hold the ids of a listing: at most ``LISTED``."""
+    """The stretches hold the ids of a listing: a few hundred at most."""
 
     @staticmethod
     def of(
         bounds: Sequence[tuple[int | None, int | None]],
-        listed: Sequence[Sequence[int]] = (),
+        listed: Sequence[Sequence[int] | None] = (),
         span: tuple[int | None, int | None] = (None, None),
     ) -> Admitted:
         """From what a search looked up: ``bounds``, the rows of ``lookups`` (each a
-        first and a last id); ``listed``, the ids of each of ``listings`` (``LISTED +
-        1`` of them when more); and ``span``, the first and last id of the index
-        (``SPAN``)."""
+        first and a last id); ``listed``, the ids of each of ``listings`` (None: more
+        than it lists); and ``span``, the first and last id of the index (``SPAN``)."""
         first: int | None = None
         last: int | None = None
         for low, high in bounds:
@@ -81,7 +85,7 @@ class Admitted:
         if first is not None and last is not None and first > last:
             return Admitted((), nothing=True)
         bound = () if first is None or last is None else ((first, last),)
-        whole = [set(ids) for ids in listed if len(ids) <= LISTED]
+        whole = [set(ids) for ids in listed if ids is not None]
         if not whole:
             return Admitted(bound)
         low, high = bound[0] if bound else span
@@ -123,21 +127,16 @@ def lookups(filters: Filters) -> list[tuple[str, list[object]]]:
     return [(f"SELECT min(id), max(id) FROM files WHERE root IN {IN_JSON}", roots)]
 
 
-def listings(filters: Filters) -> list[tuple[str, list[object]]]:
-    """The queries that list the ids each filter an index lists admits (a path's names
-    by a range of them: a few more than it admits), each a JSON array of up to
-    ``LISTED + 1`` of them (more than ``LISTED`` bound nothing)."""
-    listed = _path_list(filters) + _tag_lists(filters) + _field_lists(filters)
-    return [
-        (f"WITH l(id) AS ({sql} LIMIT ?) SELECT json_group_array(id) FROM l", [*p, LISTED + 1])
-        for sql, p in listed + _date_lists(filters)
-    ]
-
-
-def complete(listed: Sequence[Sequence[int]]) -> bool:
-    """Whether one of the lists ``listings`` gave holds every id its filter admits (only
-    then does ``Admitted.of`` need the index's ``SPAN``)."""
-    return any(len(ids) <= LISTED for ids in listed)
+def listings(filters: Filters) -> list[tuple[str, list[object], int]]:
+    """The queries that list the ids a filter admits, by an index, each a JSON array,
+    with the most ids it lists (it stops one further: then they bound nothing). A path's
+    names are listed by a range of them (a few more than it admits). A front matter
+    value is not listed: its lookup without regard to case (``_nocase``) costs a
+    statement's time whatever it finds."""
+    listed = [(sql, p, LISTED) for sql, p in _path_list(filters)]
+    listed += [(sql, p, LISTED_FIELDS) for sql, p in _tag_lists(filters) + _date_lists(filters)]
+    json_array = "WITH l(id) AS ({} LIMIT ?) SELECT json_group_array(id) FROM l"
+    return [(json_array.format(sql), [*p, most + 1], most) for sql, p, most in listed]
 
 
 def _path_list(filters: Filters) -> list[tuple[str, list[object]]]:

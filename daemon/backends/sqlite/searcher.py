@@ -19,7 +19,6 @@ from kbindex.daemon.backends.sqlite.documents import EXACT, IN_JSON, STEMMED, TI
 from kbindex.daemon.backends.sqlite.filters import (
     SPAN,
     Admitted,
-    complete,
     condition,
     listings,
     lookups,
@@ -127,8 +126,13 @@ def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
     filters = query.filters
     try:
         bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
-        listed = [json.loads(conn.execute(sql, p).fetchone()[0]) for sql, p in listings(filters)]
-        span = conn.execute(SPAN).fetchone() if complete(listed) else (None, None)
+        listed: list[list[int] | None] = []
+        for sql, params, most in listings(filters):
+            ids = json.loads(conn.execute(sql, params).fetchone()[0])
+            listed.append(ids if len(ids) <= most else None)
+        # The index's span weighs the stretches of a complete list: none, none needed.
+        complete = any(ids is not None for ids in listed)
+        span = conn.execute(SPAN).fetchone() if complete else (None, None)
     except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
