@@ -37,9 +37,10 @@ _UPPER = str.maketrans({c: c.upper() for c in "abcdefghijklmnopqrstuvwxyz"})
 _LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 
-LISTED: Final = 500
+LISTED: Final = 256
 """A path filter's ids are listed no further than this: more than that, and they bound
-nothing (``Admitted``)."""
+nothing (``Admitted``). Listing costs about a microsecond an id, paid again by every
+search whose folder holds more: most folders hold fewer."""
 LISTED_FIELDS: Final = 64
 """A tag's or date span's ids are listed no further than this. They lie spread over the
 index unless their files were written together (a folder indexed at once, the notes of
