@@ -39,8 +39,8 @@ _LOWER = str.maketrans({c: c.lower() for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"})
 
 LISTED: Final = 256
 """A path filter's ids are listed no further than this: more than that, and they bound
-nothing (``Admitted``). Listing costs about a microsecond an id, paid again by every
-search whose folder holds more: most folders hold fewer."""
+nothing (``Admitted``). Each search whose folder holds more pays for the list and
+gets nothing from it: most folders hold fewer."""
 LISTED_FIELDS: Final = 64
 """A tag's or date span's ids are listed no further than this. They lie spread over the
 index unless their files were written together (a folder indexed at once, the notes of
@@ -68,14 +68,8 @@ class Admitted:
     """The stretches hold the ids of a listing: a few hundred at most."""
 
     @staticmethod
-    def of(
-        bounds: Sequence[tuple[int | None, int | None]],
-        listed: Sequence[Sequence[int] | None] = (),
-        span: tuple[int | None, int | None] = (None, None),
-    ) -> Admitted:
-        """From what a search looked up: ``bounds``, the rows of ``lookups`` (each a
-        first and a last id); ``listed``, the ids of each of ``listings`` (None: more
-        than it lists); and ``span``, the first and last id of the index (``SPAN``)."""
+    def of(bounds: Sequence[tuple[int | None, int | None]]) -> Admitted:
+        """From the rows of ``lookups`` (each a first and a last id)."""
         first: int | None = None
         last: int | None = None
         for low, high in bounds:
@@ -83,13 +77,20 @@ class Admitted:
                 return Admitted((), nothing=True)
             first = low if first is None else max(first, low)
             last = high if last is None else min(last, high)
-        if first is not None and last is not None and first > last:
-            return Admitted((), nothing=True)
-        bound = () if first is None or last is None else ((first, last),)
+        if first is None or last is None:
+            return Admitted(())
+        return Admitted(((first, last),)) if first <= last else Admitted((), nothing=True)
+
+    def narrowed(
+        self, listed: Sequence[Sequence[int] | None], span: tuple[int | None, int | None]
+    ) -> Admitted:
+        """These stretches narrowed to the ids of the lists of ``listings`` (None: more
+        than it lists), when they lie in few enough; ``span``: the first and last id of
+        the index (``SPAN``), which they are weighed against without a bound."""
         whole = [set(ids) for ids in listed if ids is not None]
-        if not whole:
-            return Admitted(bound)
-        low, high = bound[0] if bound else span
+        if self.nothing or not whole:
+            return self
+        low, high = self.hull() or span
         ids = sorted(
             i
             for i in set.intersection(*whole)
@@ -100,7 +101,7 @@ class Admitted:
         stretches = _stretches(ids)
         covered = sum(end - start + 1 for start, end in stretches)
         if low is not None and high is not None and covered > SPREAD * (high - low + 1):
-            return Admitted(bound)
+            return self
         return Admitted(stretches, listed=True)
 
     def hull(self) -> tuple[int, int] | None:

@@ -120,12 +120,15 @@ def _in_transaction(
         conn.execute("ROLLBACK")
 
 
-def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
+def _looked_up(conn: sqlite.Connection, query: _Query, *, listing: bool = False) -> _Query:
     """``query`` with what its filters admit (``filters.lookups``), looked up once for
-    all the statements of its search."""
+    all the statements of its search; ``listing``: narrowed to the stretches of ids a
+    filter's few files hold (``filters.listings``)."""
     filters = query.filters
     try:
-        bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
+        if not listing:
+            bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
+            return replace(query, admitted=Admitted.of(bounds))
         listed: list[list[int] | None] = []
         for sql, params, most in listings(filters):
             ids = json.loads(conn.execute(sql, params).fetchone()[0])
@@ -137,19 +140,25 @@ def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
         raise BadQuery("the query took too long; make it more specific") from None
-    return replace(query, admitted=Admitted.of(bounds, listed, span))
+    assert query.admitted is not None
+    return replace(query, admitted=query.admitted.narrowed(listed, span))
 
 
 def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[list[Any], int, str]:
+    """Only an ``any`` expression is searched within the stretches of ids its filters'
+    few files hold: it ranks every document that holds one of its items, where a
+    conjunction's matches are few, and checking each costs less than listing them."""
     assert matched.expr is not None
     excluded = matched.excluded_prefixes
     alternatives = matched.alternatives
     if matched.mode == "any" and alternatives is not None:
-        rows, total = query.run_any(conn, alternatives, excluded)
+        listed = _looked_up(conn, query, listing=True)
+        rows, total = listed.run_any(conn, alternatives, excluded)
         return rows, total, "any"
     rows, total = query.run(conn, matched.expr, matched.required_prefixes, excluded)
     if total == 0 and alternatives is not None:  # the fallback of ``all`` mode
-        rows, total = query.run_any(conn, alternatives, excluded)
+        listed = _looked_up(conn, query, listing=True)
+        rows, total = listed.run_any(conn, alternatives, excluded)
         return rows, total, "any"
     return rows, total, matched.mode
 
