@@ -159,14 +159,14 @@ def test_a_filtered_search_gives_the_answers_of_the_whole_index_kept_to_what_it_
     given_filters = data.draw(_filters(indexed.roots))
     words = data.draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True))
     limit = data.draw(st.sampled_from([1, 3, 10]))
-    mode = data.draw(st.sampled_from(["auto", "any"]))
+    asked = data.draw(st.sampled_from(["auto", "any"]))
     boosts = data.draw(st.sampled_from([(), (("doc", 0.5),)]))
     # Any spread of the stretches (SPREAD 1): the merge of many stretches is searched;
     # few matches (FEW_MATCHES 0): fields and dates are checked against their lists.
     spread = data.draw(st.sampled_from([filters.SPREAD, 1.0]))
     few = data.draw(st.sampled_from([searcher.FEW_MATCHES, 0]))
     plan = replace(
-        to_plan(" ".join(words), mode, limit=limit), filters=given_filters, boosts=boosts
+        to_plan(" ".join(words), asked, limit=limit), filters=given_filters, boosts=boosts
     )
     saved = filters.LISTED, filters.LISTED_FIELDS, filters.SPREAD, searcher.FEW_MATCHES
     try:
@@ -180,7 +180,7 @@ def test_a_filtered_search_gives_the_answers_of_the_whole_index_kept_to_what_it_
     admitted = {i for i, n in indexed.notes.items() if _admits(given_filters, n)}
     assert {i for i, _ in ranked} <= admitted
     holding = {i for i in admitted if set(words) <= indexed.notes[i].words}
-    if holding and mode == "auto":
+    if holding and asked == "auto":
         # Every word held: the unfiltered ranking of them all, kept to the admitted.
         whole = replace(plan, filters=NO_FILTERS, limit=len(indexed.notes))
         everything, _, whole_mode = indexed.store.rank(whole)
