@@ -7,6 +7,7 @@ it, so a pathological query costs its caller a clear error, not the daemon its t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +16,13 @@ from typing import Any, Final
 from kbindex.daemon.backends.sqlite import essential, frequency, prefixes
 from kbindex.daemon.backends.sqlite.database import is_damage
 from kbindex.daemon.backends.sqlite.documents import EXACT, IN_JSON, STEMMED, TITLES, as_json
-from kbindex.daemon.backends.sqlite.filters import Admitted, condition, lookups
+from kbindex.daemon.backends.sqlite.filters import (
+    SPAN,
+    Admitted,
+    condition,
+    listings,
+    lookups,
+)
 from kbindex.daemon.backends.sqlite.render import Alternatives, Expr, Match, has_prefix, match
 from kbindex.daemon.engine import sqlite
 from kbindex.daemon.index.interface import BadQuery
@@ -57,10 +64,10 @@ def files_sql(
     """SQL condition for ``filters`` (its path filter and the rest) on the files table
     ``prefix``; ``admitted``: what a search looked its filters up to (``filters``)."""
     cond, params = path_sql(filters.path, prefix)
-    if not filters.structured:
+    if not filters.structured and admitted is None:
         return cond, params
     more, more_params = condition(filters, prefix, admitted, few=few)
-    return f"{cond} AND {more}", [*params, *more_params]
+    return (cond, params) if more == "1" else (f"{cond} AND {more}", [*params, *more_params])
 
 
 class Deadline:
@@ -113,28 +120,45 @@ def _in_transaction(
         conn.execute("ROLLBACK")
 
 
-def _looked_up(conn: sqlite.Connection, query: _Query) -> _Query:
+def _looked_up(conn: sqlite.Connection, query: _Query, *, listing: bool = False) -> _Query:
     """``query`` with what its filters admit (``filters.lookups``), looked up once for
-    all the statements of its search."""
+    all the statements of its search; ``listing``: narrowed to the stretches of ids a
+    filter's few files hold (``filters.listings``)."""
+    filters = query.filters
     try:
-        rows = [conn.execute(sql, params).fetchone() for sql, params in lookups(query.filters)]
+        if not listing:
+            bounds = [conn.execute(sql, params).fetchone() for sql, params in lookups(filters)]
+            return replace(query, admitted=Admitted.of(bounds))
+        listed: list[list[int] | None] = []
+        for sql, params, most in listings(filters):
+            ids = json.loads(conn.execute(sql, params).fetchone()[0])
+            listed.append(ids if len(ids) <= most else None)
+        # The index's span weighs the stretches of a complete list: none, none needed.
+        complete = any(ids is not None for ids in listed)
+        span = conn.execute(SPAN).fetchone() if complete else (None, None)
     except sqlite.OperationalError as exc:
         if is_damage(exc) or "interrupted" not in str(exc):
             raise
         raise BadQuery("the query took too long; make it more specific") from None
-    return replace(query, admitted=Admitted.of(rows))
+    assert query.admitted is not None
+    return replace(query, admitted=query.admitted.narrowed(listed, span))
 
 
 def _search(conn: sqlite.Connection, matched: Match, query: _Query) -> tuple[list[Any], int, str]:
+    """Only an ``any`` expression is searched within the stretches of ids its filters'
+    few files hold: it ranks every document that holds one of its items, where a
+    conjunction's matches are few, and checking each costs less than listing them."""
     assert matched.expr is not None
     excluded = matched.excluded_prefixes
     alternatives = matched.alternatives
     if matched.mode == "any" and alternatives is not None:
-        rows, total = query.run_any(conn, alternatives, excluded)
+        listed = _looked_up(conn, query, listing=True)
+        rows, total = listed.run_any(conn, alternatives, excluded)
         return rows, total, "any"
     rows, total = query.run(conn, matched.expr, matched.required_prefixes, excluded)
     if total == 0 and alternatives is not None:  # the fallback of ``all`` mode
-        rows, total = query.run_any(conn, alternatives, excluded)
+        listed = _looked_up(conn, query, listing=True)
+        rows, total = listed.run_any(conn, alternatives, excluded)
         return rows, total, "any"
     return rows, total, matched.mode
 
@@ -220,24 +244,55 @@ class _Query:
     ) -> tuple[list[Any], int]:
         """The best ``limit`` rows for ``match`` and how many documents it finds, the
         exactness of its prefix terms checked on ``docs_exact`` (see ``prefixes``);
-        ``split``: the documents of its essential items ranked first (``essential``)."""
+        ``split``: the documents of its essential items ranked first (``essential``).
+
+        With several stretches of admitted ids (``filters.Admitted``), each is searched
+        on its own and their lists merged: the stretches do not overlap, so the best
+        rows of all are the best of each's, and the counts add up. bm25 counts a
+        word's documents over the whole index whatever stretch is read, so the scores
+        are the same as one search's."""
+        admitted = self.admitted
+        if admitted is None or len(admitted.stretches) < 2:
+            return self._run(conn, match, required, excluded, split)
+        rows: list[Any] = []
+        total = 0
+        for stretch in admitted.stretches:
+            part = replace(self, admitted=replace(admitted, stretches=(stretch,)))
+            found, count = part._run(conn, match, required, excluded, split)
+            rows += found
+            total += count
+        rows.sort(key=lambda row: (row[-1], row[0]))  # by score, then id: as ranked
+        return rows[: self.limit], total
+
+    def _run(
+        self,
+        conn: sqlite.Connection,
+        match: Expr,
+        required: tuple[str, ...],
+        excluded: tuple[str, ...],
+        split: essential.Split | None,
+    ) -> tuple[list[Any], int]:
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            checked = self.filters.fields or self.filters.dated
+            filters = self.filters
+            checked = filters.fields or filters.dated
             few = bool(checked) and _few(conn, resolved.match)
-            cond, params = files_sql(self.filters, admitted=self.admitted, few=few)
-            # The files row is joined only for a filter or a factor (a kind's boost,
-            # recency): every document has one, written in the same transaction, and
-            # counting through the join would look up each match's row.
+            cond, params = files_sql(filters, admitted=self.admitted, few=few)
+            # The files row is joined only for a condition on it or a factor (a kind's
+            # boost, recency): every document has one, written in the same transaction,
+            # and counting through the join would look up each match's row.
+            on_files = bool(filters.path or filters.roots or filters.kinds or filters.modified)
             checks, exact = _checks(resolved)
             where = f"WHERE {STEMMED} MATCH ? AND {cond}{checks}"
             joined = f"{STEMMED} d JOIN files f ON f.id = d.rowid {where}"
-            plain = joined if params else f"{STEMMED} d {where}"
+            plain = joined if on_files else f"{STEMMED} d {where}"
             args: list[object] = [resolved.match, *params, *exact]
-            if has_prefix(match):
-                # A prefix term's phrases (with FTS5's own prefix, a merge of every word
-                # it starts) cost as much to find again as to rank: counted while ranked.
-                source = joined if params or self.factor() else plain
+            if has_prefix(match) or (checked and not few):
+                # Counted while ranked: a prefix term's phrases (with FTS5's own prefix,
+                # a merge of every word it starts) cost as much to find again as to
+                # rank; and a statement that checks a field or date against the list of
+                # ids it admits builds that list (thousands of ids) again.
+                source = joined if on_files or self.factor() else plain
                 rows, total = self._ranked_counted(conn, source, args)
             else:
                 rows = self._ranked_first(conn, plain, joined, args, split)
@@ -262,7 +317,10 @@ class _Query:
         """``_ranked``, the documents of ``split``'s essential items first: their list
         when it decides the ranking, else the whole one. (The unary ``+``: see
         ``_checks``.)"""
-        if split is not None and min(self.weights) >= 0:  # the bound needs them so
+        # The bound needs weights of 0 or more; and a listing's few documents cost
+        # less to rank at once than to rank twice.
+        listed = self.admitted is not None and self.admitted.listed
+        if split is not None and min(self.weights) >= 0 and not listed:
             essential_only = (
                 f" AND +d.rowid IN (SELECT rowid FROM {STEMMED} WHERE {STEMMED} MATCH ?)"
             )
