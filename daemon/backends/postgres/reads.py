@@ -166,8 +166,10 @@ def _ranked(
     found = render.condition(expr)
     matched, path_params = _matched(found.where, filters)
     candidates = ""
-    if filters.tags or filters.fields or filters.dated:
-        # The planner estimates a files row's filters well enough; not these sets.
+    if filters.tags or filters.fields or filters.dated or (expr.either and _rows(filters)):
+        # The planner estimates a files row's filters well enough; not these sets, nor
+        # how many documents any of several words matches (``all`` mode's fallback),
+        # which a path or a root may cut to a few.
         candidates, matched, path_params = _narrowed(
             found.where, filters, expr.either, corpus.documents
         )
@@ -216,6 +218,11 @@ def _ranked(
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)
     return conn.execute(sql, args).fetchall()
+
+
+def _rows(filters: Filters) -> bool:
+    """Whether ``filters`` narrow by the files row's path or root."""
+    return filters.path is not None or bool(filters.roots)
 
 
 def _matched(where: str, filters: Filters) -> tuple[str, list[object]]:
