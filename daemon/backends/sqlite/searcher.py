@@ -251,52 +251,22 @@ class _Query:
         rows of all are the best of each's, and the counts add up. bm25 counts a
         word's documents over the whole index whatever stretch is read, so the scores
         are the same as one search's."""
-        admitted = self.admitted
-        if admitted is None or len(admitted.stretches) < 2:
-            return self._run(conn, match, required, excluded, split)
-        rows: list[Any] = []
-        total = 0
-        for stretch in admitted.stretches:
-            part = replace(self, admitted=replace(admitted, stretches=(stretch,)))
-            found, count = part._run(conn, match, required, excluded, split)
-            rows += found
-            total += count
-        rows.sort(key=lambda row: (row[-1], row[0]))  # by score, then id: as ranked
-        return rows[: self.limit], total
-
-    def _run(
-        self,
-        conn: sqlite.Connection,
-        match: Expr,
-        required: tuple[str, ...],
-        excluded: tuple[str, ...],
-        split: essential.Split | None,
-    ) -> tuple[list[Any], int]:
         try:
             resolved = prefixes.resolve(conn, match, required, excluded)
-            filters = self.filters
-            checked = filters.fields or filters.dated
-            few = bool(checked) and _few(conn, resolved.match)
-            cond, params = files_sql(filters, admitted=self.admitted, few=few)
-            # The files row is joined only for a condition on it or a factor (a kind's
-            # boost, recency): every document has one, written in the same transaction,
-            # and counting through the join would look up each match's row.
-            on_files = bool(filters.path or filters.roots or filters.kinds or filters.modified)
-            checks, exact = _checks(resolved)
-            where = f"WHERE {STEMMED} MATCH ? AND {cond}{checks}"
-            joined = f"{STEMMED} d JOIN files f ON f.id = d.rowid {where}"
-            plain = joined if on_files else f"{STEMMED} d {where}"
-            args: list[object] = [resolved.match, *params, *exact]
-            if has_prefix(match) or (checked and not few):
-                # Counted while ranked: a prefix term's phrases (with FTS5's own prefix,
-                # a merge of every word it starts) cost as much to find again as to
-                # rank; and a statement that checks a field or date against the list of
-                # ids it admits builds that list (thousands of ids) again.
-                source = joined if on_files or self.factor() else plain
-                rows, total = self._ranked_counted(conn, source, args)
-            else:
-                rows = self._ranked_first(conn, plain, joined, args, split)
-                total = len(rows) if len(rows) < self.limit else _count(conn, plain, args)
+            # Whether few documents match, for a field's or date's check: the same for
+            # every stretch, so asked once.
+            few = bool(self.filters.fields or self.filters.dated) and _few(conn, resolved.match)
+            prefixed = has_prefix(match)
+            admitted = self.admitted
+            if admitted is None or len(admitted.stretches) < 2:
+                return self._run(conn, resolved, prefixed, few, split)
+            rows: list[Any] = []
+            total = 0
+            for stretch in admitted.stretches:
+                part = replace(self, admitted=replace(admitted, stretches=(stretch,)))
+                found, count = part._run(conn, resolved, prefixed, few, split)
+                rows += found
+                total += count
         except sqlite.OperationalError as exc:
             if is_damage(exc):
                 raise  # the service rebuilds the index; not the query's fault
@@ -304,7 +274,40 @@ class _Query:
             if "interrupted" in message:
                 raise BadQuery("the query took too long; make it more specific") from None
             raise BadQuery(f"query error: {message.removeprefix('fts5: ')}") from None
-        return rows, total
+        rows.sort(key=lambda row: (row[-1], row[0]))  # by score, then id: as ranked
+        return rows[: self.limit], total
+
+    def _run(
+        self,
+        conn: sqlite.Connection,
+        resolved: prefixes.Resolved,
+        prefixed: bool,
+        few: bool,
+        split: essential.Split | None,
+    ) -> tuple[list[Any], int]:
+        """``run``'s statements for ``resolved`` within ``admitted``'s one stretch (or
+        none); ``prefixed``: the match has a prefix term."""
+        filters = self.filters
+        checked = filters.fields or filters.dated
+        cond, params = files_sql(filters, admitted=self.admitted, few=few)
+        # The files row is joined only for a condition on it or a factor (a kind's
+        # boost, recency): every document has one, written in the same transaction,
+        # and counting through the join would look up each match's row.
+        on_files = bool(filters.path or filters.roots or filters.kinds or filters.modified)
+        checks, exact = _checks(resolved)
+        where = f"WHERE {STEMMED} MATCH ? AND {cond}{checks}"
+        joined = f"{STEMMED} d JOIN files f ON f.id = d.rowid {where}"
+        plain = joined if on_files else f"{STEMMED} d {where}"
+        args: list[object] = [resolved.match, *params, *exact]
+        if prefixed or (checked and not few):
+            # Counted while ranked: a prefix term's phrases (with FTS5's own prefix,
+            # a merge of every word it starts) cost as much to find again as to
+            # rank; and a statement that checks a field or date against the list of
+            # ids it admits builds that list (thousands of ids) again.
+            source = joined if on_files or self.factor() else plain
+            return self._ranked_counted(conn, source, args)
+        rows = self._ranked_first(conn, plain, joined, args, split)
+        return rows, len(rows) if len(rows) < self.limit else _count(conn, plain, args)
 
     def _ranked_first(
         self,
