@@ -164,15 +164,17 @@ def _ranked(
     and b, and column weights through ``kb_tf``), and how many it matches. GIN finds the
     matches; the query's lexemes' postings score them."""
     found = render.condition(expr)
-    matched, path_params = _matched(found.where, filters)
     candidates = ""
-    if filters.tags or filters.fields or filters.dated or (expr.either and _rows(filters)):
-        # The planner estimates a files row's filters well enough; not these sets, nor
-        # how many documents any of several words matches (``all`` mode's fallback),
-        # which a path or a root may cut to a few.
+    # The planner estimates a files row's filters well enough; not these sets, nor how
+    # many documents any of several words matches (``all`` mode's fallback), which a
+    # path or a root may cut to a few.
+    by_row = expr.either and (filters.path is not None or bool(filters.roots))
+    if filters.tags or filters.fields or filters.dated or by_row:
         candidates, matched, path_params = _narrowed(
             found.where, filters, expr.either, corpus.documents
         )
+    else:
+        matched, path_params = _matched(found.where, filters)
     if found.limited is not None:
         # A phrase: documents whose ``words`` lost positions are matched apart (``limits``).
         limited, limited_params = _matched(f"d.limited AND {found.limited}", filters)
@@ -218,11 +220,6 @@ def _ranked(
         args += [corpus.documents, corpus.mean_length]
     args.append(limit)
     return conn.execute(sql, args).fetchall()
-
-
-def _rows(filters: Filters) -> bool:
-    """Whether ``filters`` narrow by the files row's path or root."""
-    return filters.path is not None or bool(filters.roots)
 
 
 def _matched(where: str, filters: Filters) -> tuple[str, list[object]]:
